@@ -1,0 +1,197 @@
+"""The NVML binding protocol: the narrow slice of NVML gpulens calls, in NVML's own units.
+
+Two implementations exist: `pynvml_binding.PynvmlBinding` (the only module that imports
+nvidia-ml-py) for real GPUs, and `gpulens.collect.simulated.SimulatedBinding` for the simulated
+fleet. Everything above this protocol (the collector, the parse, the rates) is the same code
+for both, so the demo and the tests exercise the path real GPUs take.
+
+Units are NVML's: percent, mW, mJ, MHz, bytes, KB/s, MiB/s (GPM), microsecond timestamps.
+A call a device cannot answer raises `NvmlNotSupported`; a device that fell off the bus raises
+`NvmlGpuLost`; anything else raises `NvmlError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+class NvmlError(Exception):
+    """An NVML call failed; `code` is NVML's return code when known."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NvmlNotSupported(NvmlError):
+    """The device or driver does not support this call (a capability that is off)."""
+
+
+class NvmlGpuLost(NvmlError):
+    """The GPU is no longer reachable (fell off the bus, XID 79...)."""
+
+
+class NvmlLibraryMissing(NvmlError):
+    """libnvidia-ml or the Python bindings cannot be loaded."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """Static facts about one device (a whole GPU or a MIG instance), read once."""
+
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    memory_total_bytes: int
+    power_limit_mw: int | None
+    max_sm_clock_mhz: int | None
+    max_memory_clock_mhz: int | None
+    architecture: str
+    compute_capability: tuple[int, int] | None
+    mig_mode: bool = False
+    parent_uuid: str | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    mig_profile: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInfo:
+    """nvmlMemory_v2: bytes; `reserved` is None with the v1 API (then `used` includes it)."""
+
+    total: int
+    free: int
+    used: int
+    reserved: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Utilization:
+    """nvmlUtilization_t: percent of the last sample period."""
+
+    gpu: int
+    memory: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessInfo:
+    """A process running on a device (host PID namespace)."""
+
+    pid: int
+    used_gpu_memory: int | None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUtilSample:
+    """nvmlProcessUtilizationSample_t: per-process utilisation in percent at `timestamp_us`."""
+
+    pid: int
+    timestamp_us: int
+    sm_util: int
+    mem_util: int
+    enc_util: int = 0
+    dec_util: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """An XID (or other critical) event from the event set."""
+
+    device_uuid: str
+    xid: int
+    timestamp_us: int
+
+
+class GpmSample(Protocol):
+    """An opaque GPM counter sample; metrics are computed between two of them."""
+
+
+# Clock ids (nvmlClockType_t).
+CLOCK_GRAPHICS = 0
+CLOCK_SM = 1
+CLOCK_MEM = 2
+
+# PCIe counters (nvmlPcieUtilCounter_t).
+PCIE_TX = 0
+PCIE_RX = 1
+
+# Violation policies (nvmlPerfPolicyType_t).
+PERF_POLICY_POWER = 0
+PERF_POLICY_THERMAL = 1
+
+
+@runtime_checkable
+class NvmlBinding(Protocol):
+    """What gpulens asks of NVML. Handles are opaque; devices are addressed by index."""
+
+    # -- library --------------------------------------------------------------------------------
+    def init(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def driver_version(self) -> str: ...
+
+    def nvml_version(self) -> str: ...
+
+    def cuda_driver_version(self) -> int:
+        """CUDA driver version as NVML encodes it (12040 = 12.4)."""
+        ...
+
+    # -- inventory ------------------------------------------------------------------------------
+    def device_count(self) -> int: ...
+
+    def device_info(self, index: int) -> DeviceInfo: ...
+
+    def mig_devices(self, index: int) -> Sequence[DeviceInfo]:
+        """The MIG instances of GPU `index` (empty when MIG is off)."""
+        ...
+
+    # -- per tick (whole GPUs; MIG instances answer what NVML answers for them) -------------------
+    def utilization(self, uuid: str) -> Utilization: ...
+
+    def memory_info(self, uuid: str) -> MemoryInfo: ...
+
+    def power_usage_mw(self, uuid: str) -> int: ...
+
+    def total_energy_mj(self, uuid: str) -> int: ...
+
+    def temperature_c(self, uuid: str) -> int: ...
+
+    def fan_speed_percent(self, uuid: str) -> int: ...
+
+    def clock_mhz(self, uuid: str, clock: int) -> int: ...
+
+    def clocks_event_reasons(self, uuid: str) -> int: ...
+
+    def performance_state(self, uuid: str) -> int: ...
+
+    def pcie_throughput_kbps(self, uuid: str, counter: int) -> int: ...
+
+    def violation_time_ns(self, uuid: str, policy: int) -> int: ...
+
+    def compute_processes(self, uuid: str) -> Sequence[ProcessInfo]: ...
+
+    def process_utilization(self, uuid: str, since_us: int) -> Sequence[ProcessUtilSample]:
+        """Samples newer than `since_us`; empty when there are none (NVML's NOT_FOUND)."""
+        ...
+
+    def xid_events(self) -> Sequence[XidEvent]:
+        """Events waiting in the event set, polled with a zero timeout."""
+        ...
+
+    # -- GPM (Hopper and newer, whole GPUs and MIG instances) -------------------------------------
+    def gpm_supported(self, uuid: str) -> bool: ...
+
+    def gpm_sample(self, uuid: str) -> GpmSample: ...
+
+    def gpm_metrics(
+        self, first: GpmSample, second: GpmSample, metric_ids: Sequence[int]
+    ) -> Mapping[int, float]:
+        """GPM metric values between two samples; ids the device cannot give are left out."""
+        ...

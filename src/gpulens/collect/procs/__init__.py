@@ -1,0 +1,1 @@
+"""Process attribution: PID → user, container, pod, job and inference engine."""

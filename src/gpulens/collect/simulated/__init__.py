@@ -1,0 +1,1 @@
+"""gpulens.collect.simulated."""

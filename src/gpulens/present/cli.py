@@ -1,0 +1,5 @@
+"""Command line entry point (placeholder until the CLI module lands)."""
+
+
+def main() -> None:
+    raise SystemExit(0)
