@@ -1,0 +1,304 @@
+"""Settings: declared once in SETTINGS, read from a TOML file plus environment, validated once.
+
+Precedence: built-in default < config file < environment (`GPULENS_<SECTION>_<KEY>`, e.g.
+`GPULENS_COLLECT_INTERVAL_SECONDS=5`) < explicit overrides (command-line flags). Every error
+names the key, quotes the bad value, says where it came from and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpulens.errors import ConfigError
+
+ENV_PREFIX = "GPULENS_"
+COLLECTOR_NAMES: tuple[str, ...] = ("simulated", "nvml", "host", "dcgm", "nvidia_smi")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting: dotted key, type, default, allowed range or choices, and help text."""
+
+    key: str
+    type: type
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    item_choices: tuple[str, ...] | None = None
+
+    @property
+    def env_name(self) -> str:
+        return ENV_PREFIX + self.key.replace(".", "_").upper()
+
+
+def _default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(base) / "gpulens")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "data_dir",
+        str,
+        None,
+        "Directory of the Parquet store (default "
+        "$XDG_DATA_HOME/gpulens, else ~/.local/share/gpulens).",
+    ),
+    Setting("host", str, None, "Host name written on every reading (default: this machine's)."),
+    Setting(
+        "collect.interval_seconds",
+        float,
+        1.0,
+        "Seconds between two collection ticks.",
+        minimum=0.1,
+        maximum=60.0,
+    ),
+    Setting(
+        "collect.timeout_seconds",
+        float,
+        None,
+        "A collector that takes longer in one tick is "
+        "abandoned for that tick and counted as timed out (default: 0.9 × the interval).",
+        minimum=0.01,
+        maximum=60.0,
+    ),
+    Setting(
+        "collect.collectors",
+        list,
+        ["simulated"],
+        "Sources to read, in order.",
+        item_choices=COLLECTOR_NAMES,
+    ),
+    Setting(
+        "store.flush_seconds",
+        float,
+        10.0,
+        "Seconds of readings buffered before a segment "
+        "is written; a crash loses at most this much.",
+        minimum=0.1,
+        maximum=3600.0,
+    ),
+    Setting(
+        "store.retention_days",
+        int,
+        30,
+        "Day partitions older than this are deleted.",
+        minimum=1,
+        maximum=36500,
+    ),
+    Setting(
+        "store.compact_after_seconds",
+        float,
+        3600.0,
+        "Segments older than this are merged into larger files.",
+        minimum=60.0,
+        maximum=86400.0 * 7,
+    ),
+    Setting("simulated.hosts", int, 2, "Simulated hosts.", minimum=1, maximum=256),
+    Setting("simulated.gpus_per_host", int, 4, "Simulated GPUs per host.", minimum=1, maximum=16),
+    Setting(
+        "simulated.seed",
+        int,
+        0,
+        "Seed of the simulated fleet (same seed, same data).",
+        minimum=0,
+        maximum=2**32 - 1,
+    ),
+    Setting("simulated.scenarios", list, [], "Scenarios to run (empty: all of them)."),
+    Setting(
+        "simulated.speed",
+        float,
+        1.0,
+        "Simulated seconds per wall-clock second.",
+        minimum=0.01,
+        maximum=1e6,
+    ),
+)
+
+BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
+
+
+def _describe_allowed(s: Setting) -> str:
+    if s.choices:
+        return "one of " + ", ".join(s.choices)
+    if s.item_choices:
+        return "a list drawn from " + ", ".join(s.item_choices)
+    kind = {
+        float: "a number",
+        int: "an integer",
+        str: "a string",
+        list: "a list",
+        bool: "true or false",
+    }[s.type]
+    if s.minimum is not None and s.maximum is not None:
+        return f"{kind} between {s.minimum:g} and {s.maximum:g}"
+    return kind
+
+
+def _coerce(s: Setting, raw: Any, origin: str) -> Any:
+    """Convert `raw` (from TOML or an environment string) to the setting's type and check it."""
+
+    def bad(why: str = "") -> ConfigError:
+        tail = f" ({why})" if why else ""
+        return ConfigError(
+            f"setting {s.key!r} = {raw!r} from {origin} is not allowed{tail}: expected "
+            f"{_describe_allowed(s)}. {s.help}"
+        )
+
+    value: Any
+    if s.type is list:
+        if isinstance(raw, str):
+            value = [item.strip() for item in raw.split(",") if item.strip()]
+        elif isinstance(raw, list) and all(isinstance(i, str) for i in raw):
+            value = list(raw)
+        else:
+            raise bad()
+        if s.item_choices:
+            unknown = [i for i in value if i not in s.item_choices]
+            if unknown:
+                raise bad(f"unknown {', '.join(map(repr, unknown))}")
+        return value
+    if s.type is bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in {
+            "1",
+            "true",
+            "yes",
+            "on",
+            "0",
+            "false",
+            "no",
+            "off",
+        }:
+            return raw.lower() in {"1", "true", "yes", "on"}
+        raise bad()
+    if s.type is str:
+        if not isinstance(raw, str) or not raw:
+            raise bad()
+        value = raw
+    else:
+        converter: Callable[[Any], Any] = s.type
+        if isinstance(raw, bool):
+            raise bad()
+        try:
+            value = converter(raw)
+        except (TypeError, ValueError):
+            raise bad() from None
+        if s.type is int and isinstance(raw, float) and not raw.is_integer():
+            raise bad()
+        if value != value or value in (float("inf"), float("-inf")):
+            raise bad()
+    if s.choices and value not in s.choices:
+        raise bad()
+    if s.minimum is not None and value < s.minimum:
+        raise bad("too small")
+    if s.maximum is not None and value > s.maximum:
+        raise bad("too large")
+    return value
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Validated settings: `get(key)` returns the typed value."""
+
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def get(self, key: str) -> Any:
+        if key not in BY_KEY:
+            raise KeyError(f"unknown setting {key!r}")
+        return self.values[key]
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.values["data_dir"]).expanduser()
+
+    @property
+    def host(self) -> str:
+        return str(self.values["host"])
+
+
+def load_config(
+    path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Read defaults, then the TOML file at `path`, then `env`, then `overrides`; validate all."""
+    environ = os.environ if env is None else env
+    raw: dict[str, tuple[Any, str]] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(
+                f"config file {str(path)!r} does not exist: pass an existing "
+                "TOML file with --config, or leave it out"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from None
+        try:
+            table = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+        for key, value in _flatten(table).items():
+            if key not in BY_KEY:
+                known = ", ".join(sorted(BY_KEY))
+                raise ConfigError(
+                    f"config file {str(path)!r} has unknown setting {key!r}; "
+                    f"known settings: {known}"
+                )
+            raw[key] = (value, f"config file {str(path)!r}")
+    env_names = {s.env_name: s for s in SETTINGS}
+    for name, value in environ.items():
+        if name.startswith(ENV_PREFIX) and name in env_names:
+            raw[env_names[name].key] = (value, f"environment variable {name}")
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in BY_KEY:
+            raise ConfigError(f"unknown setting {key!r}")
+        raw[key] = (value, "the command line")
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for s in SETTINGS:
+        if s.key in raw:
+            value, origin = raw[s.key]
+            values[s.key] = _coerce(s, value, origin)
+            sources[s.key] = origin
+        else:
+            values[s.key] = list(s.default) if isinstance(s.default, list) else s.default
+            sources[s.key] = "default"
+    if values["data_dir"] is None:
+        values["data_dir"] = _default_data_dir()
+    if values["host"] is None:
+        values["host"] = socket.gethostname()
+    if values["collect.timeout_seconds"] is None:
+        values["collect.timeout_seconds"] = 0.9 * values["collect.interval_seconds"]
+    elif values["collect.timeout_seconds"] > values["collect.interval_seconds"]:
+        raise ConfigError(
+            f"setting 'collect.timeout_seconds' = {values['collect.timeout_seconds']!r} from "
+            f"{sources['collect.timeout_seconds']} is longer than 'collect.interval_seconds' = "
+            f"{values['collect.interval_seconds']!r}: a collector may not run past the next tick; "
+            "lower the timeout or raise the interval"
+        )
+    return Config(values, sources)
