@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Protocol
@@ -59,24 +60,35 @@ class FakeClock:
         return True
 
 
-class ScaledClock:
-    """Simulated time running `speed` times faster than wall time, from `start_ns`."""
+class PacedClock:
+    """Simulated time that only moves at tick deadlines, paced to `speed` × wall time.
 
-    def __init__(self, speed: float, start_ns: int | None = None) -> None:
-        if speed <= 0:
+    `now_ns()` is exact (collectors see the tick time, not a moment later); `sleep_until`
+    jumps to the deadline and first waits, on the wall clock, until `speed` × the elapsed wall
+    time has caught up with it. `speed=math.inf` never waits (as fast as the machine goes).
+    """
+
+    def __init__(self, start_ns: int, speed: float = math.inf) -> None:
+        if not speed > 0:
             raise ValueError(f"speed must be > 0, got {speed}")
         self.speed = speed
+        self._start = start_ns
+        self._now = start_ns
         self._wall0 = time.monotonic_ns()
-        self._sim0 = time.time_ns() if start_ns is None else start_ns
 
     def now_ns(self) -> int:
-        return self._sim0 + int((time.monotonic_ns() - self._wall0) * self.speed)
+        return self._now
 
     def sleep_until(self, deadline_ns: int, stop: threading.Event | None = None) -> bool:
-        delay = (deadline_ns - self.now_ns()) / self.speed / 1e9
-        if delay <= 0:
-            return not (stop is not None and stop.is_set())
-        if stop is None:
-            time.sleep(delay)
-            return True
-        return not stop.wait(delay)
+        if stop is not None and stop.is_set():
+            return False
+        if math.isfinite(self.speed):
+            wall_due = self._wall0 + (deadline_ns - self._start) / self.speed
+            delay = (wall_due - time.monotonic_ns()) / 1e9
+            if delay > 0:
+                if stop is None:
+                    time.sleep(delay)
+                elif stop.wait(delay):
+                    return False
+        self._now = max(self._now, deadline_ns)
+        return True

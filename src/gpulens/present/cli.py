@@ -1,5 +1,331 @@
-"""Command line entry point (placeholder until the CLI module lands)."""
+"""The `gpulens` command: demo, record, query, doctor.
+
+Errors are one line on stderr and an exit code (the GpulensError's `exit_code`); `--debug`
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from gpulens import __version__
+from gpulens.clock import PacedClock, SystemClock
+from gpulens.collect.probe import probe_all
+from gpulens.config import Config, load_config
+from gpulens.errors import GpulensError
+from gpulens.pipeline.scheduler import TickResult
+from gpulens.present import session, views
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="gpulens shows what GPUs really do: useful work versus duty cycle, and who wastes it.",
+)
+out = Console()
+err = Console(stderr=True)
+_state = {"debug": False}
+
+DEMO_DATA_DIR = Path("demo-data")
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"gpulens {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print version.")
+    ] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def _pct(value: float | None) -> str:
+    return "  -  " if value is None else f"{value * 100:4.0f}%"
+
+
+def _time(ts: int) -> str:
+    return datetime.fromtimestamp(ts / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _render_line(line: views.TickLine) -> Text:
+    return Text.assemble(
+        (_time(line.ts), "bold"),
+        f"  {line.gpus} GPUs  duty {_pct(line.duty)}  SM {_pct(line.sm_active)}  ",
+        f"tensor {_pct(line.tensor_active)}  {line.power_watts / 1000:5.2f} kW  ",
+        f"mem {line.memory_used_bytes / 1e9:6.1f} GB  {line.processes} procs",
+    )
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM, so a recording ends cleanly with its buffer flushed."""
+    stop = threading.Event()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield stop
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _live_ticks(live: Live, every: int) -> Callable[[TickResult], None]:
+    count = {"n": 0}
+
+    def on_tick(tick: TickResult) -> None:
+        line = _render_line(views.tick_line(tick.ts, tick.readings))
+        live.update(line)
+        count["n"] += 1
+        if count["n"] % every == 0:
+            live.console.print(line)
+
+    return on_tick
+
+
+def _summary_table(cfg: Config) -> Table:
+    store = session.open_store(cfg.data_dir)
+    try:
+        rows = views.fleet_summary(store)
+    finally:
+        store.close()
+    table = Table(title="Per GPU: duty cycle versus useful work", title_justify="left")
+    for name, justify in (
+        ("host", "left"),
+        ("gpu", "right"),
+        ("job", "left"),
+        ("user", "left"),
+        ("engine", "left"),
+        ("duty", "right"),
+        ("SM active", "right"),
+        ("tensor", "right"),
+        ("DRAM", "right"),
+        ("mem peak GB", "right"),
+        ("power W", "right"),
+        ("energy kWh", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(
+            str(r["host"]),
+            str(r["gpu_index"]),
+            r.get("jobs") or "-",
+            r.get("users") or "-",
+            r.get("engines") or "-",
+            _pct(r["duty"]),
+            _pct(r["sm_active"]),
+            _pct(r["tensor_active"]),
+            _pct(r["dram_active"]),
+            "-" if r["memory_peak_bytes"] is None else f"{r['memory_peak_bytes'] / 1e9:.1f}",
+            "-" if r["power_watts"] is None else f"{r['power_watts']:.0f}",
+            "-" if r["energy_kwh"] is None else f"{r['energy_kwh']:.2f}",
+        )
+    return table
+
+
+@app.command()
+def demo(
+    duration: Annotated[
+        float, typer.Option(help="Simulated seconds to run.", min=1)
+    ] = 3600.0,
+    speed: Annotated[
+        float,
+        typer.Option(help="Simulated seconds per wall-clock second (0: as fast as possible)."),
+    ] = 1000.0,
+    data_dir: Annotated[Path, typer.Option(help="Where to store the readings.")] = DEMO_DATA_DIR,
+    scenario: Annotated[
+        list[str] | None, typer.Option(help="Scenario to run (repeatable; default: all).")
+    ] = None,
+    hosts: Annotated[int, typer.Option(help="Simulated hosts.")] = 2,
+    gpus_per_host: Annotated[int, typer.Option(help="Simulated GPUs per host.")] = 4,
+    seed: Annotated[int, typer.Option(help="Seed: the same seed gives the same fleet.")] = 0,
+    interval: Annotated[float, typer.Option(help="Seconds between ticks.")] = 1.0,
+) -> None:
+    """Run the simulated GPU fleet into a data directory and summarise it."""
+    if speed < 0:
+        raise GpulensError(f"--speed {speed:g} is negative: use a positive factor, or 0 for max")
+    cfg = load_config(
+        overrides={
+            "data_dir": str(data_dir),
+            "host": "demo",
+            "collect.collectors": ["simulated"],
+            "collect.interval_seconds": interval,
+            "simulated.hosts": hosts,
+            "simulated.gpus_per_host": gpus_per_host,
+            "simulated.seed": seed,
+            "simulated.scenarios": list(scenario or []),
+        }
+    )
+    start = SystemClock().now_ns() - int(duration * 1e9)
+    start -= start % 1_000_000_000
+    clock = PacedClock(start_ns=start, speed=speed if speed > 0 else math.inf)
+    fleet = session.simulated_fleet(cfg, start)
+    collectors = session.fleet_collectors(fleet, clock)
+    out.print(
+        f"Simulating {len(fleet.hosts)} hosts × {gpus_per_host} GPUs for {duration:g} s "
+        f"({'as fast as possible' if speed == 0 else f'{speed:g}× real time'}) "
+        f"into {cfg.data_dir}"
+    )
+    ticks_per_print = max(1, round(speed * 0.5 / interval)) if speed > 0 else 600
+    with _stop_on_signals() as stop, Live(console=out, transient=True) as live:
+        result = session.record(
+            cfg,
+            collectors,
+            clock,
+            duration_s=duration,
+            on_tick=_live_ticks(live, ticks_per_print),
+            stop=stop,
+            inline=True,
+        )
+    out.print(
+        f"{result.ticks} ticks, {result.readings:,} readings, {len(result.segments)} segments"
+    )
+    out.print(_summary_table(cfg))
+    (cfg.data_dir / "ground_truth.json").write_text(
+        json.dumps(fleet.ground_truth(), indent=2), encoding="utf-8"
+    )
+    out.print(f"Ground truth of the scenarios: {cfg.data_dir / 'ground_truth.json'}")
+    out.print(f'Query it: gpulens query --data-dir {cfg.data_dir} "SELECT * FROM gpu LIMIT 5"')
+
+
+@app.command()
+def record(
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Where to store the readings.")] = None,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds to record (default: until interrupted).")
+    ] = None,
+    interval: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
+) -> None:
+    """Run the configured collectors and write their readings to the store."""
+    cfg = load_config(
+        config,
+        overrides={
+            "data_dir": str(data_dir) if data_dir else None,
+            "collect.interval_seconds": interval,
+        },
+    )
+    clock = SystemClock()
+    collectors = session.build_collectors(cfg, clock)
+    names = ", ".join(c.name for c in collectors)
+    err.print(f"Recording {names} every {cfg.get('collect.interval_seconds'):g} s into "
+              f"{cfg.data_dir} (Ctrl-C to stop)")
+    with _stop_on_signals() as stop, Live(console=err, transient=True) as live:
+        result = session.record(
+            cfg, collectors, clock, duration_s=duration, on_tick=_live_ticks(live, 10**9),
+            stop=stop,
+        )
+    errors = sum(result.collector_errors.values())
+    err.print(f"{result.ticks} ticks, {result.readings:,} readings, {errors} collector errors")
+
+
+class Format(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="SQL over the tables gpu, process, host, app, event.")],
+    data_dir: Annotated[Path | None, typer.Option(help="The store to query.")] = None,
+    format: Annotated[Format, typer.Option(help="Output format.")] = Format.table,
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+) -> None:
+    """Run SQL over the store and print the result."""
+    cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
+    store = session.open_store(cfg.data_dir)
+    try:
+        result = store.query(sql)
+    finally:
+        store.close()
+    rows: list[dict[str, Any]] = result.to_pylist()
+    if format is Format.json:
+        sys.stdout.write(json.dumps(rows, default=str) + "\n")
+    elif format is Format.csv:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=result.column_names, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        sys.stdout.write(buffer.getvalue())
+    else:
+        table = Table()
+        for name in result.column_names:
+            table.add_column(name)
+        for row in rows:
+            table.add_row(*("" if v is None else str(v) for v in row.values()))
+        out.print(table)
+
+
+@app.command()
+def doctor() -> None:
+    """Say, for every source, whether it works here and what would make it work."""
+    table = Table(title="gpulens sources on this machine", title_justify="left")
+    table.add_column("source")
+    table.add_column("works")
+    table.add_column("detail")
+    table.add_column("to make it work")
+    for status in probe_all():
+        table.add_row(
+            status.name,
+            "[green]yes[/green]" if status.works else "[red]no[/red]",
+            status.detail,
+            status.fix,
+        )
+    out.print(table)
 
 
 def main() -> None:
-    raise SystemExit(0)
+    """Console entry point: maps errors to one line and an exit code."""
+    try:
+        app(standalone_mode=False)
+    except GpulensError as exc:
+        if _state["debug"]:
+            raise
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            err.print("aborted")
+            sys.exit(1)
+        if _state["debug"]:
+            raise
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (rerun with --debug)")
+        sys.exit(70)
