@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -63,7 +64,7 @@ def _main(
 
 
 def _pct(value: float | None) -> str:
-    return "  -  " if value is None else f"{value * 100:4.0f}%"
+    return "-" if value is None else f"{value * 100:.0f}%"
 
 
 def _time(ts: int) -> str:
@@ -116,35 +117,31 @@ def _summary_table(cfg: Config) -> Table:
         rows = views.fleet_summary(store)
     finally:
         store.close()
-    table = Table(title="Per GPU: duty cycle versus useful work", title_justify="left")
-    for name, justify in (
-        ("host", "left"),
-        ("gpu", "right"),
-        ("job", "left"),
-        ("user", "left"),
-        ("engine", "left"),
-        ("duty", "right"),
-        ("SM active", "right"),
-        ("tensor", "right"),
-        ("DRAM", "right"),
-        ("mem peak GB", "right"),
-        ("power W", "right"),
-        ("energy kWh", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table = Table(
+        title="Per GPU: duty cycle versus useful work",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        collapse_padding=True,
+        pad_edge=False,
+    )
+    for name in ("host", "GPU", "job", "engine", "duty", "SM", "tensor", "DRAM", "GB", "kWh"):
+        left = name in ("host", "job", "engine")
+        table.add_column(name, justify="left" if left else "right", no_wrap=True)
+    host = None
     for r in rows:
+        first = r["host"] != host
+        host = r["host"]
         table.add_row(
-            str(r["host"]),
+            str(host) if first else "",
             str(r["gpu_index"]),
             r.get("jobs") or "-",
-            r.get("users") or "-",
             r.get("engines") or "-",
             _pct(r["duty"]),
             _pct(r["sm_active"]),
             _pct(r["tensor_active"]),
             _pct(r["dram_active"]),
             "-" if r["memory_peak_bytes"] is None else f"{r['memory_peak_bytes'] / 1e9:.1f}",
-            "-" if r["power_watts"] is None else f"{r['power_watts']:.0f}",
             "-" if r["energy_kwh"] is None else f"{r['energy_kwh']:.2f}",
         )
     return table
@@ -152,9 +149,7 @@ def _summary_table(cfg: Config) -> Table:
 
 @app.command()
 def demo(
-    duration: Annotated[
-        float, typer.Option(help="Simulated seconds to run.", min=1)
-    ] = 3600.0,
+    duration: Annotated[float, typer.Option(help="Simulated seconds to run.", min=1)] = 3600.0,
     speed: Annotated[
         float,
         typer.Option(help="Simulated seconds per wall-clock second (0: as fast as possible)."),
@@ -163,7 +158,9 @@ def demo(
     scenario: Annotated[
         list[str] | None, typer.Option(help="Scenario to run (repeatable; default: all).")
     ] = None,
-    hosts: Annotated[int, typer.Option(help="Simulated hosts.")] = 2,
+    hosts: Annotated[
+        int, typer.Option(help="Simulated hosts (3 × 4 GPUs fits all nine scenarios).")
+    ] = 3,
     gpus_per_host: Annotated[int, typer.Option(help="Simulated GPUs per host.")] = 4,
     seed: Annotated[int, typer.Option(help="Seed: the same seed gives the same fleet.")] = 0,
     interval: Annotated[float, typer.Option(help="Seconds between ticks.")] = 1.0,
@@ -175,6 +172,7 @@ def demo(
         overrides={
             "data_dir": str(data_dir),
             "host": "demo",
+            "store.flush_seconds": 300.0,
             "collect.collectors": ["simulated"],
             "collect.interval_seconds": interval,
             "simulated.hosts": hosts,
@@ -205,7 +203,8 @@ def demo(
             inline=True,
         )
     out.print(
-        f"{result.ticks} ticks, {result.readings:,} readings, {len(result.segments)} segments"
+        f"{result.ticks} ticks, {result.readings:,} readings, "
+        f"{result.store.segments_written} segments ({result.store.bytes_written / 1e6:.1f} MB)"
     )
     out.print(_summary_table(cfg))
     (cfg.data_dir / "ground_truth.json").write_text(
@@ -235,11 +234,17 @@ def record(
     clock = SystemClock()
     collectors = session.build_collectors(cfg, clock)
     names = ", ".join(c.name for c in collectors)
-    err.print(f"Recording {names} every {cfg.get('collect.interval_seconds'):g} s into "
-              f"{cfg.data_dir} (Ctrl-C to stop)")
+    err.print(
+        f"Recording {names} every {cfg.get('collect.interval_seconds'):g} s into "
+        f"{cfg.data_dir} (Ctrl-C to stop)"
+    )
     with _stop_on_signals() as stop, Live(console=err, transient=True) as live:
         result = session.record(
-            cfg, collectors, clock, duration_s=duration, on_tick=_live_ticks(live, 10**9),
+            cfg,
+            collectors,
+            clock,
+            duration_s=duration,
+            on_tick=_live_ticks(live, 10**9),
             stop=stop,
         )
     errors = sum(result.collector_errors.values())

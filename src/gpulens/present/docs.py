@@ -37,8 +37,12 @@ def metrics_markdown() -> str:
         "",
     ]
     for kind, title in _KIND_TITLES.items():
-        lines += [f"## {title}", "", "| metric | type | unit | NVML | GPM | DCGM | help |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            "| metric | type | unit | NVML | GPM | DCGM | help |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for m in catalog.metrics_of(kind):
             dcgm = f"{m.dcgm} `{m.dcgm_name}`" if m.dcgm is not None else ""
             kind_text = m.type + (f" → `{m.rate}`" if m.rate else "")

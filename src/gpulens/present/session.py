@@ -15,7 +15,7 @@ from gpulens.config import Config
 from gpulens.errors import ConfigError, SourceUnavailable
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
-from gpulens.store import SegmentWriter, Store
+from gpulens.store import SegmentWriter, Store, WriterStats
 
 
 def simulated_fleet(cfg: Config, start_ns: int) -> SimulatedFleet:
@@ -79,7 +79,7 @@ class RecordResult:
     ticks: int = 0
     readings: int = 0
     collector_errors: dict[str, int] = field(default_factory=dict)
-    segments: list[Path] = field(default_factory=list)
+    store: WriterStats = field(default_factory=WriterStats)
 
 
 def record(
@@ -119,11 +119,16 @@ def record(
         scheduler.run(duration_s=duration_s, stop=stop, on_tick=count)
     finally:
         try:
-            result.segments = writer.close()
+            writer.close()
+            result.store = writer.stats()
         finally:
             for c in collectors:
                 c.close()
-    result.collector_errors = scheduler.error_counts()
+            scheduler.close()
+    result.collector_errors = {
+        name: stats.errors_total + stats.timeouts_total
+        for name, stats in scheduler.stats.collectors.items()
+    }
     return result
 
 

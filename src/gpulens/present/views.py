@@ -53,8 +53,9 @@ def tick_line(ts: int, readings: Iterable[Reading]) -> TickLine:
             tensor.append(v["tensor_active_ratio"])
         power += v.get("power_watts", 0.0)
         memory += v.get("memory_used_bytes", 0.0)
-    return TickLine(ts, gpus, _mean(duty), _mean(sm), _mean(tensor), power, memory, processes,
-                    count)
+    return TickLine(
+        ts, gpus, _mean(duty), _mean(sm), _mean(tensor), power, memory, processes, count
+    )
 
 
 FLEET_SUMMARY_SQL = """

@@ -1,0 +1,5 @@
+"""`python -m gpulens` runs the command line."""
+
+from gpulens.present.cli import main
+
+main()
