@@ -747,7 +747,42 @@ APP_METRICS: tuple[Metric, ...] = (
     _a("app_sequence_length", "tokens", "Sequence length T (for MFU).", resolution=1.0),
 )
 
-ALL_METRICS: tuple[Metric, ...] = GPU_METRICS + PROCESS_METRICS + HOST_METRICS + APP_METRICS
+
+def _s(name: str, type_: MetricType, unit: str, help: str) -> Metric:
+    return Metric(name, Kind.HOST, unit, type_, help, resolution=1e-6 if unit == "s" else 1.0)
+
+
+# gpulens' own health, written as host readings labelled source="gpulens" (and collector=...).
+SELF_METRICS: tuple[Metric, ...] = (
+    _s("gpulens_collector_duration_seconds", "gauge", "s", "Wall time of the last run."),
+    _s("gpulens_collector_readings", "gauge", "readings", "Readings the last run gave."),
+    _s("gpulens_collector_readings_total", "counter", "readings", "Readings the collector gave."),
+    _s("gpulens_collector_errors_total", "counter", "count", "Runs that raised an error."),
+    _s("gpulens_collector_timeouts_total", "counter", "count", "Runs that overran the timeout."),
+    _s("gpulens_collector_skipped_total", "counter", "count",
+       "Ticks skipped because the previous run was still going."),
+    _s("gpulens_ticks_total", "counter", "count", "Ticks run."),
+    _s("gpulens_ticks_missed_total", "counter", "count",
+       "Grid points skipped because a tick overran the interval."),
+    _s("gpulens_tick_lag_seconds", "gauge", "s", "How late the last tick started."),
+    _s("gpulens_flushes_total", "counter", "count", "Times the sink was flushed on a tick."),
+    _s("gpulens_sink_errors_total", "counter", "count",
+       "Ticks whose append or flush to the store failed (rows stay buffered)."),
+    _s("gpulens_store_rows_written_total", "counter", "rows", "Rows the store writer wrote."),
+    _s("gpulens_store_written_bytes_total", "counter", "bytes", "Segment bytes written."),
+    _s("gpulens_store_segments_written_total", "counter", "count", "Segments the writer wrote."),
+    _s("gpulens_store_flush_errors_total", "counter", "count", "Failed flushes (disk full...)."),
+    _s("gpulens_store_dropped_rows_total", "counter", "rows",
+       "Rows dropped because the buffer overflowed while flushes kept failing."),
+    _s("gpulens_store_rejected_rows_total", "counter", "rows", "Rows rejected as malformed."),
+    _s("gpulens_store_buffered_rows", "gauge", "rows", "Rows waiting for the next flush."),
+    _s("gpulens_store_last_flush_seconds", "gauge", "s", "Duration of the last flush."),
+)  # fmt: skip
+
+
+ALL_METRICS: tuple[Metric, ...] = (
+    GPU_METRICS + PROCESS_METRICS + HOST_METRICS + APP_METRICS + SELF_METRICS
+)
 
 METRICS: Mapping[str, Metric] = MappingProxyType({m.name: m for m in ALL_METRICS})
 BY_DCGM_ID: Mapping[int, Metric] = MappingProxyType(

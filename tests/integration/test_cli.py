@@ -57,13 +57,16 @@ def test_query_formats(demo_store: tuple[Path, subprocess.CompletedProcess[str]]
     sql = "SELECT count(DISTINCT gpu_uuid) AS gpus, count(*) AS n FROM gpu"
     as_json = run("query", sql, "--data-dir", str(data), "--format", "json")
     assert as_json.returncode == 0, as_json.stderr
+    truth = json.loads((data / "ground_truth.json").read_text())
+    gpus = len({uuid for job in truth for uuid in job["gpu_uuids"]})
+    assert gpus == 12  # the demo's default fleet: 3 hosts × 4 GPUs
     rows = json.loads(as_json.stdout)
-    assert rows[0]["gpus"] == 8
-    assert rows[0]["n"] == 8 * 600
+    assert rows[0]["gpus"] == gpus
+    assert rows[0]["n"] == gpus * 600
     as_csv = run("query", sql, "--data-dir", str(data), "--format", "csv")
-    assert as_csv.stdout.splitlines() == ["gpus,n", f"8,{8 * 600}"]
+    assert as_csv.stdout.splitlines() == ["gpus,n", f"{gpus},{gpus * 600}"]
     as_table = run("query", sql, "--data-dir", str(data))
-    assert "gpus" in as_table.stdout and "4800" in as_table.stdout
+    assert "gpus" in as_table.stdout and str(gpus * 600) in as_table.stdout
 
 
 def test_query_joins_useful_work_to_identity(

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
+import math
 import threading
 import time
 
 import pytest
-
-import math
 
 from gpulens.clock import FakeClock, PacedClock, SystemClock
 

@@ -41,8 +41,10 @@ def test_file_then_env_then_overrides(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "fragments"),
     [
-        ({"GPULENS_COLLECT_INTERVAL_SECONDS": "0.01"}, ["collect.interval_seconds", "'0.01'",
-                                                        "between 0.1 and 60"]),
+        (
+            {"GPULENS_COLLECT_INTERVAL_SECONDS": "0.01"},
+            ["collect.interval_seconds", "'0.01'", "between 0.1 and 60"],
+        ),
         ({"GPULENS_COLLECT_INTERVAL_SECONDS": "fast"}, ["'fast'", "a number"]),
         ({"GPULENS_STORE_RETENTION_DAYS": "1.5"}, ["store.retention_days", "an integer"]),
         ({"GPULENS_COLLECT_COLLECTORS": "nvml,gpuz"}, ["'gpuz'", "simulated, nvml"]),

@@ -1,1 +1,1 @@
-"""Sources of readings. Each source is fetch (I/O) plus parse (pure) behind the Collector protocol."""
+"""Sources of readings: each is fetch (I/O) plus parse (pure), behind the Collector protocol."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 
@@ -51,10 +52,8 @@ def probe_nvml() -> SourceStatus:
     except NvmlError as exc:
         return SourceStatus("nvml", False, str(exc), "check `nvidia-smi` works on this machine")
     finally:
-        try:
+        with contextlib.suppress(NvmlError):
             binding.shutdown()
-        except NvmlError:
-            pass
     if count == 0:
         return SourceStatus("nvml", False, f"driver {driver} sees no GPU", "check `nvidia-smi -L`")
     profiling = (
@@ -63,8 +62,9 @@ def probe_nvml() -> SourceStatus:
         else "no GPM profiling metrics (needs Hopper or newer; use DCGM for Volta-Ada)"
     )
     return SourceStatus(
-        "nvml", True, f"driver {driver}, {count} GPU(s): {', '.join(sorted(set(names)))}; "
-        f"{profiling}"
+        "nvml",
+        True,
+        f"driver {driver}, {count} GPU(s): {', '.join(sorted(set(names)))}; {profiling}",
     )
 
 

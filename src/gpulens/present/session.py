@@ -106,6 +106,7 @@ def record(
         interval_s=cfg.get("collect.interval_seconds"),
         timeout_s=None if inline else cfg.get("collect.timeout_seconds"),
         rates=RateStage(),
+        self_stats_host=cfg.host,
     )
     result = RecordResult()
 
