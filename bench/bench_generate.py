@@ -15,6 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from gpulens.clock import PacedClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.pipeline.rates import RateStage
@@ -44,7 +47,39 @@ def one_run(hours: float, gpus: int, data_dir: Path) -> dict[str, float]:
     finally:
         store.close()
     size = sum(p.stat().st_size for p in data_dir.rglob("*.parquet"))
-    return {"wall_s": wall, "gpu_rows": gpu_rows, "rows": all_rows, "bytes": size}
+    gpu_files = list((data_dir / "gpu").rglob("*.parquet"))
+    gpu_bytes = sum(p.stat().st_size for p in gpu_files)
+    return {
+        "wall_s": wall,
+        "gpu_rows": gpu_rows,
+        "rows": all_rows,
+        "bytes": size,
+        "gpu_bytes": gpu_bytes,
+        "gpu_values": metric_values(gpu_files),
+    }
+
+
+def metric_values(paths: list[Path]) -> int:
+    """Non-null metric cells (everything but ts and string label columns) in `paths`."""
+    total = 0
+    for p in paths:
+        md = pq.read_metadata(p)
+        schema = md.schema.to_arrow_schema()
+        numeric = {
+            f.name
+            for f in schema
+            if f.name != "ts"
+            and not pa.types.is_string(f.type)
+            and not pa.types.is_dictionary(f.type)
+        }
+        for rg in range(md.num_row_groups):
+            group = md.row_group(rg)
+            for c in range(group.num_columns):
+                col = group.column(c)
+                if col.path_in_schema in numeric:
+                    nulls = col.statistics.null_count if col.statistics else 0
+                    total += col.num_values - nulls
+    return total
 
 
 def main() -> None:
@@ -67,7 +102,11 @@ def main() -> None:
     )
     print(f"| GPU rows / all rows | {r['gpu_rows']:,} / {r['rows']:,} |")
     print(f"| rows per second (all kinds) | {r['rows'] / statistics.median(walls):,.0f} |")
-    print(f"| store size | {r['bytes'] / 1e6:.1f} MB |")
+    print(f"| store size (all tables) | {r['bytes'] / 1e6:.1f} MB |")
+    print(
+        f"| GPU table: bytes per stored metric value | "
+        f"{r['gpu_bytes'] / max(1, r['gpu_values']):.2f} ({r['gpu_values']:,} values) |"
+    )
 
 
 if __name__ == "__main__":

@@ -1,1 +1,20 @@
-"""gpulens.store."""
+"""The store: append-only Parquet segments per reading kind, queried with DuckDB.
+
+Write with `SegmentWriter`, read with `Store`, keep it tidy with `compact` and
+`apply_retention`. docs/storage.md describes the layout, schema and protocols.
+"""
+
+from gpulens.store.compact import CompactionResult, compact
+from gpulens.store.query import QueryError, Store
+from gpulens.store.retention import apply_retention
+from gpulens.store.segments import SegmentWriter, WriterStats
+
+__all__ = [
+    "CompactionResult",
+    "QueryError",
+    "SegmentWriter",
+    "Store",
+    "WriterStats",
+    "apply_retention",
+    "compact",
+]

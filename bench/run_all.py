@@ -1,0 +1,40 @@
+"""Runs every benchmark in bench/ and prints their markdown tables (`make bench`).
+
+python bench/run_all.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+BENCHES: list[tuple[str, list[str], list[str]]] = [
+    # script, full arguments, quick arguments
+    ("bench_generate.py", ["--hours", "24", "--runs", "3"], ["--hours", "1", "--runs", "1"]),
+    ("bench_store.py", [], ["--quick"]),
+    ("bench_record_cpu.py", ["--seconds", "120"], ["--seconds", "20", "--warmup", "5"]),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = ap.parse_args()
+    failed = []
+    for script, full, quick in BENCHES:
+        print(f"\n## {script}\n", flush=True)
+        done = subprocess.run(
+            [sys.executable, str(HERE / script), *(quick if args.quick else full)]
+        )
+        if done.returncode != 0:
+            failed.append(script)
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Compaction: merge the small segments of a (kind, day) partition into one larger file.
+
+Protocol (crash-safe at every instant, see docs/storage.md):
+
+1. take the partition's compaction lock (`flock` on `<kind>/.compact.lock`, released by the
+   kernel if the process dies) so two compactions never merge the same inputs;
+2. choose inputs among the *live* files: for a past day every live file (segments and earlier
+   compacted files), for today only segments older than `min_age_seconds`;
+3. write the merged, sorted rows to a temporary name, with the input names in the footer
+   (`gpulens.replaces`), fsync, rename to `cmp-<start>-<uuid8>.parquet`, fsync the directory:
+   this rename is the commit; from then on readers skip the inputs;
+4. delete superseded files once their replacement is older than `delete_grace_seconds`
+   (a reader that listed the directory just before the commit still finds its inputs), and
+   temporary files left by crashed writers after `stale_tmp_seconds`.
+
+A crash before step 3 leaves only an invisible temporary file; a crash after it leaves
+superseded inputs that readers already ignore and the next run deletes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpulens.clock import Clock, SystemClock
+from gpulens.errors import StoreError
+from gpulens.model import Kind
+from gpulens.store.layout import (
+    COMPACTED_PREFIX,
+    CREATED_KEY,
+    REPLACES_KEY,
+    SEGMENT_PREFIX,
+    SUFFIX,
+    TMP_PREFIX,
+    LiveFiles,
+    compacted_name,
+    corrupt_file_error,
+    day_of,
+    fsync_dir,
+    name_start_ns,
+    partitions,
+    read_footer_meta,
+    write_atomic,
+)
+from gpulens.store.schema import TS, ZSTD_LEVEL, normalize, write_options
+
+#: called with the name of each step, for tests that interrupt compaction midway
+StepHook = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    """What one `compact` run did."""
+
+    partitions_compacted: int = 0
+    files_merged: int = 0
+    rows_written: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    files_deleted: int = 0
+    skipped_locked: int = 0
+    written: list[Path] = field(default_factory=list)
+
+
+def compact(
+    data_dir: Path,
+    *,
+    clock: Clock | None = None,
+    kinds: tuple[Kind, ...] = tuple(Kind),
+    min_age_seconds: float = 600.0,
+    min_files: int = 2,
+    delete_grace_seconds: float = 60.0,
+    stale_tmp_seconds: float = 3600.0,
+    zstd_level: int = ZSTD_LEVEL,
+    on_step: StepHook | None = None,
+) -> CompactionResult:
+    """Merge small segments of each (kind, day) partition of the store in `data_dir`."""
+    now = (clock or SystemClock()).now_ns()
+    today = day_of(now)
+    step = on_step or (lambda _name: None)
+    result = CompactionResult()
+    live = LiveFiles(Path(data_dir))
+    for kind in kinds:
+        for day, part in partitions(Path(data_dir), kind):
+            with _locked(part) as got:
+                if not got:
+                    result.skipped_locked += 1
+                    continue
+                files, superseded = live.partition(part)
+                _delete_superseded(live, part, superseded, now, delete_grace_seconds, result)
+                _delete_stale_tmp(part, now, stale_tmp_seconds)
+                inputs = _choose(files, day == today, now, min_age_seconds)
+                if len(inputs) < min_files:
+                    continue
+                step("inputs-chosen")
+                _merge(part, inputs, now, zstd_level, step, result)
+                step("committed")
+                if delete_grace_seconds <= 0:
+                    for f in inputs:
+                        _delete_tree(live, f, result, step)
+    return result
+
+
+def _choose(files: list[Path], is_today: bool, now: int, min_age: float) -> list[Path]:
+    if not is_today:
+        return files
+    cutoff = now - int(min_age * 1e9)
+    return [
+        f for f in files if f.name.startswith(SEGMENT_PREFIX) and name_start_ns(f.name) < cutoff
+    ]
+
+
+def _merge(
+    part: Path,
+    inputs: list[Path],
+    now: int,
+    zstd_level: int,
+    step: StepHook,
+    result: CompactionResult,
+) -> None:
+    tables: list[pa.Table] = []
+    for f in inputs:
+        try:
+            tables.append(pq.read_table(f))
+        except (OSError, pa.ArrowException) as exc:
+            raise corrupt_file_error(f, exc) from exc
+        result.bytes_before += f.stat().st_size
+    merged = normalize(_unify(tables))
+    start = int(merged.column(TS).cast(pa.int64())[0].as_py()) if merged.num_rows else now
+    meta = {
+        REPLACES_KEY: json.dumps(sorted(f.name for f in inputs)).encode(),
+        CREATED_KEY: b"%d" % now,
+    }
+    merged = merged.replace_schema_metadata({**(merged.schema.metadata or {}), **meta})
+    final = part / compacted_name(min(start, min(name_start_ns(f.name) for f in inputs)))
+    step("before-write")
+    try:
+        size = write_atomic(final, merged, write_options(merged, zstd_level=zstd_level))
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(
+            f"cannot write a compacted file in {str(part)!r}: {exc}; the store is unchanged "
+            f"(its segments stay as they were), free disk space and run compaction again"
+        ) from exc
+    result.partitions_compacted += 1
+    result.files_merged += len(inputs)
+    result.rows_written += int(merged.num_rows)
+    result.bytes_after += size
+    result.written.append(final)
+
+
+def _unify(tables: list[pa.Table]) -> pa.Table:
+    """Concatenate tables whose columns and float widths differ."""
+    widened = []
+    for t in tables:
+        cols = {}
+        for f in t.schema:
+            col = t.column(f.name)
+            if pa.types.is_floating(f.type):
+                col = col.cast(pa.float64())
+            elif pa.types.is_dictionary(f.type):
+                col = col.cast(pa.string())
+            cols[f.name] = col
+        widened.append(pa.table(cols))
+    return pa.concat_tables(widened, promote_options="permissive")
+
+
+def _delete_superseded(
+    live: LiveFiles,
+    part: Path,
+    superseded: list[Path],
+    now: int,
+    grace: float,
+    result: CompactionResult,
+) -> None:
+    """Delete what live compacted files replace, once they are `grace` seconds old."""
+    if not superseded:
+        return
+    gone = {f.name for f in superseded}
+    for cmp in sorted(part.glob(f"{COMPACTED_PREFIX}*{SUFFIX}")):
+        if cmp.name in gone:
+            continue  # only a live replacement decides
+        try:
+            created = int(read_footer_meta(cmp).get(CREATED_KEY, b"0"))
+            replaced = live.replaces(cmp)
+        except FileNotFoundError:
+            continue
+        if now - created < grace * 1e9:
+            continue
+        for name in sorted(replaced):
+            _delete_tree(live, part / name, result, lambda _s: None)
+
+
+def _delete_tree(live: LiveFiles, path: Path, result: CompactionResult, step: StepHook) -> None:
+    """Delete a superseded file; for a compacted one, first what it replaced (so that nothing
+    it hides can reappear as live if we stop halfway)."""
+    if path.name.startswith(COMPACTED_PREFIX):
+        try:
+            replaced = live.replaces(path)
+        except FileNotFoundError:
+            return
+        for name in sorted(replaced):
+            _delete_tree(live, path.parent / name, result, step)
+    if _unlink(path, result):
+        step("input-deleted")
+
+
+def _delete_stale_tmp(part: Path, now: int, max_age: float) -> None:
+    for tmp in part.glob(f"{TMP_PREFIX}*"):
+        try:
+            if now - tmp.stat().st_mtime_ns > max_age * 1e9:
+                tmp.unlink()
+        except FileNotFoundError:
+            continue
+
+
+def _unlink(path: Path, result: CompactionResult) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    result.files_deleted += 1
+    fsync_dir(path.parent)
+    return True
+
+
+@contextmanager
+def _locked(part: Path) -> Iterator[bool]:
+    """Hold the compaction lock of a partition; yields False when another process holds it."""
+    lock = part.parent / f".compact-{part.name}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)

@@ -1,0 +1,224 @@
+"""Where the store keeps its files, how they are named, and which of them are live.
+
+    <data_dir>/<kind>/date=YYYY-MM-DD/seg-<host>-<start_ns>-<uuid8>.parquet   (a writer's flush)
+    <data_dir>/<kind>/date=YYYY-MM-DD/cmp-<start_ns>-<uuid8>.parquet          (a compaction)
+    <data_dir>/<kind>/date=YYYY-MM-DD/.tmp-...                               (being written)
+
+A file appears under its final name only by an atomic rename after it was fsynced, so a reader
+never sees half a file. A compacted file records in its Parquet footer (key `gpulens.replaces`)
+the names of the files it merged; those are *superseded* from the moment it appears, and
+`live_files` leaves them out. docs/storage.md explains the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpulens.errors import StoreError
+from gpulens.model import Kind
+
+SEGMENT_PREFIX = "seg-"
+COMPACTED_PREFIX = "cmp-"
+TMP_PREFIX = ".tmp-"
+SUFFIX = ".parquet"
+PARTITION_PREFIX = "date="
+REPLACES_KEY = b"gpulens.replaces"
+CREATED_KEY = b"gpulens.created_ns"
+NS_PER_DAY = 86_400 * 1_000_000_000
+
+_PARTITION_RE = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
+_HOST_UNSAFE = re.compile(r"[^A-Za-z0-9._]")
+
+#: opens a path for binary writing; injectable so tests can simulate a full disk
+Opener = Callable[[Path], BinaryIO]
+
+
+def default_opener(path: Path) -> BinaryIO:
+    """Create `path` exclusively for writing (never overwrite: names are unique)."""
+    return path.open("xb")
+
+
+def day_of(ts_ns: int) -> str:
+    """The UTC day (YYYY-MM-DD) a timestamp in nanoseconds falls on."""
+    return datetime.fromtimestamp(ts_ns // NS_PER_DAY * 86_400, tz=UTC).strftime("%Y-%m-%d")
+
+
+def day_start_ns(day: str) -> int:
+    """Nanoseconds at 00:00 UTC of `day` (YYYY-MM-DD)."""
+    return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()) * 10**9
+
+
+def partition_dir(data_dir: Path, kind: Kind, day: str) -> Path:
+    return data_dir / kind.value / f"{PARTITION_PREFIX}{day}"
+
+
+def segment_name(host: str, start_ns: int) -> str:
+    """A writer's segment name; `host` is made file-name safe (anything odd becomes `_`)."""
+    safe = _HOST_UNSAFE.sub("_", host) or "unknown"
+    return f"{SEGMENT_PREFIX}{safe}-{start_ns}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+
+
+def compacted_name(start_ns: int) -> str:
+    return f"{COMPACTED_PREFIX}{start_ns}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+
+
+def name_start_ns(name: str) -> int:
+    """The start timestamp a segment or compacted file name records (0 if unreadable)."""
+    parts = name.removesuffix(SUFFIX).split("-")
+    try:
+        return int(parts[-2])
+    except (IndexError, ValueError):
+        return 0
+
+
+def partitions(data_dir: Path, kind: Kind) -> list[tuple[str, Path]]:
+    """(day, directory) of every day partition of `kind`, oldest first."""
+    root = data_dir / kind.value
+    found: list[tuple[str, Path]] = []
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StoreError(f"cannot list store directory {str(root)!r}: {exc}") from exc
+    for entry in entries:
+        match = _PARTITION_RE.match(entry.name)
+        if match and entry.is_dir():
+            found.append((match.group(1), Path(entry.path)))
+    return sorted(found)
+
+
+def data_files(partition: Path) -> list[Path]:
+    """Segment and compacted files of one partition (temporary files never match)."""
+    try:
+        names = [p.name for p in partition.iterdir()]
+    except FileNotFoundError:  # removed by retention while we looked
+        return []
+    return sorted(
+        partition / n
+        for n in names
+        if n.endswith(SUFFIX) and n.startswith((SEGMENT_PREFIX, COMPACTED_PREFIX))
+    )
+
+
+def read_footer_meta(path: Path) -> Mapping[bytes, bytes]:
+    """The key-value metadata of a Parquet file; StoreError names a corrupt file."""
+    try:
+        meta = pq.read_metadata(path).metadata
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise corrupt_file_error(path, exc) from exc
+    return meta or {}
+
+
+def corrupt_file_error(path: Path, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"store file {str(path)!r} is not a readable Parquet file ({exc}); it was probably "
+        f"truncated or damaged outside gpulens: move it aside (e.g. to a 'quarantine' folder "
+        f"outside the data directory) and try again"
+    )
+
+
+class LiveFiles:
+    """Lists the live data files of a kind; caches what each compacted file replaces."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._replaces: dict[Path, frozenset[str]] = {}
+
+    def replaces(self, path: Path) -> frozenset[str]:
+        """Names of the files the compacted file `path` supersedes (cached: files never change)."""
+        cached = self._replaces.get(path)
+        if cached is None:
+            raw = read_footer_meta(path).get(REPLACES_KEY, b"[]")
+            cached = frozenset(json.loads(raw))
+            self._replaces[path] = cached
+        return cached
+
+    def partition(self, partition: Path) -> tuple[list[Path], list[Path]]:
+        """(live, superseded) files of one partition."""
+        files = data_files(partition)
+        gone: set[str] = set()
+        for f in files:
+            if f.name.startswith(COMPACTED_PREFIX):
+                try:
+                    gone |= self.replaces(f)
+                except FileNotFoundError:
+                    continue  # itself superseded and deleted while we looked
+        live = [f for f in files if f.name not in gone]
+        return live, [f for f in files if f.name in gone]
+
+    def live(self, kind: Kind) -> list[Path]:
+        """Every live file of `kind`, oldest partition first."""
+        out: list[Path] = []
+        for _day, part in partitions(self.data_dir, kind):
+            out.extend(self.partition(part)[0])
+        return out
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new entry in directory `path` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: Path) -> None:
+    """Create `path` (and parents) durably: each new directory entry is fsynced."""
+    if path.is_dir():
+        return
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir(exist_ok=True)
+        fsync_dir(d.parent)
+
+
+@contextmanager
+def _removing_on_error(tmp: Path) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(
+    final: Path,
+    table: pa.Table,
+    write_options: Mapping[str, object],
+    opener: Opener = default_opener,
+) -> int:
+    """Write `table` to `final` via fsynced temporary file + rename; returns bytes written.
+
+    Raises OSError / ArrowException as they come; the temporary file is removed first.
+    """
+    tmp = final.with_name(f"{TMP_PREFIX}{final.name}")
+    with _removing_on_error(tmp):
+        with opener(tmp) as fh:
+            pq.write_table(table, fh, **write_options)
+            fh.flush()
+            os.fsync(fh.fileno())
+        size = tmp.stat().st_size
+        tmp.rename(final)
+    # the file is in place and complete; only the entry's durability could be uncertain
+    with suppress(OSError):
+        fsync_dir(final.parent)
+    return size

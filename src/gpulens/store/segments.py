@@ -1,0 +1,316 @@
+"""The write side: buffer readings columnar, flush them as atomic Parquet segments.
+
+Each `SegmentWriter` owns its segments (names carry its host and a random suffix), so any
+number of writer processes can share a data directory without coordination. A flush writes one
+segment per (kind, day) touched, each to a temporary name, fsynced, then renamed; a crash loses
+at most the unflushed buffer. A failed flush (disk full, permissions) raises `StoreError`,
+removes its temporary file, leaves stored files alone and keeps the unwritten rows for the next
+flush, up to a cap beyond which the oldest rows are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpulens.clock import Clock, SystemClock
+from gpulens.errors import StoreError
+from gpulens.model import Kind, Reading
+from gpulens.store.layout import (
+    NS_PER_DAY,
+    Opener,
+    day_of,
+    default_opener,
+    ensure_dir,
+    partition_dir,
+    segment_name,
+    write_atomic,
+)
+from gpulens.store.schema import TS, normalize, split_columns, ts_ns, write_options
+
+#: the smallest buffer cap after failed flushes, in rows
+MIN_BUFFER_CAP = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStats:
+    """Self-metrics of one writer (all counters since it was created)."""
+
+    rows_written: int = 0
+    bytes_written: int = 0
+    segments_written: int = 0
+    flush_errors: int = 0
+    dropped_rows: int = 0
+    rejected_rows: int = 0
+    buffered_rows: int = 0
+    last_flush_seconds: float = 0.0
+
+
+class _Group:
+    """Readings of one kind and one shape (same label keys, same value keys), row-wise."""
+
+    __slots__ = ("label_keys", "labels", "ts", "value_keys", "values")
+
+    def __init__(self, label_keys: tuple[str, ...], value_keys: tuple[str, ...]) -> None:
+        self.label_keys = label_keys
+        self.value_keys = value_keys
+        self.ts: list[int] = []
+        self.labels: list[tuple[str, ...]] = []
+        self.values: list[tuple[float, ...]] = []
+
+    def table(self) -> pa.Table:
+        cols: dict[str, pa.Array] = {TS: pa.array(self.ts, type=pa.int64())}
+        for key, column in zip(self.label_keys, zip(*self.labels, strict=True), strict=True):
+            cols[key] = pa.array(column, type=pa.string())
+        if self.value_keys:
+            matrix = np.array(self.values, dtype=np.float64).T
+            for key, row in zip(self.value_keys, matrix, strict=True):
+                cols[key] = pa.array(row, type=pa.float64(), mask=np.isnan(row))
+        return pa.table(cols)
+
+
+class SegmentWriter:
+    """Buffers readings and writes them as Parquet segments under `data_dir`.
+
+    `append` and `append_table` only buffer; call `flush` when `flush_due(now)` says so (every
+    `flush_seconds`), and `close` at the end. `open_file` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        host: str,
+        flush_seconds: float = 10.0,
+        clock: Clock | None = None,
+        *,
+        max_buffer_rows: int | None = None,
+        open_file: Opener = default_opener,
+    ) -> None:
+        if flush_seconds <= 0:
+            raise ValueError(f"flush_seconds must be > 0, got {flush_seconds!r}")
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.flush_seconds = flush_seconds
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._max_buffer_rows = max_buffer_rows
+        self._open = open_file
+        self._lock = threading.Lock()
+        self._groups: dict[tuple[Kind, tuple[str, ...], tuple[str, ...]], _Group] = {}
+        self._chunks: list[tuple[Kind, pa.Table]] = []
+        self._last_flush_ns = self._clock.now_ns()
+        self._largest_flush = 0
+        self._failing = False
+        self._stats = WriterStats()
+        self._closed = False
+
+    # -- buffering ---------------------------------------------------------------------------
+
+    def append(self, readings: Iterable[Reading]) -> None:
+        """Buffer readings (cheap: rows are grouped by shape, converted at flush)."""
+        with self._lock:
+            self._check_open()
+            groups = self._groups
+            for r in readings:
+                labels = r.labels
+                values = r.values
+                key = (r.kind, tuple(labels), tuple(values))
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = _Group(key[1], key[2])
+                group.ts.append(r.ts)
+                group.labels.append(tuple(labels.values()))
+                group.values.append(tuple(values.values()))
+            if self._failing:
+                self._seal()
+                self._enforce_cap()
+
+    def append_table(self, kind: Kind, table: pa.Table) -> None:
+        """Buffer a columnar batch: a `ts` column (int64 ns or timestamp), string label
+        columns and numeric metric columns (null = absent)."""
+        kind = Kind(kind)
+        split_columns(table)  # fail now, naming the column, not at flush time
+        with self._lock:
+            self._check_open()
+            self._seal()
+            if table.num_rows:
+                self._chunks.append((kind, table))
+            if self._failing:
+                self._enforce_cap()
+
+    def buffered_rows(self) -> int:
+        with self._lock:
+            return self._buffered_rows()
+
+    def _buffered_rows(self) -> int:
+        grouped = sum(len(g.ts) for g in self._groups.values())
+        return grouped + sum(int(t.num_rows) for _, t in self._chunks)
+
+    def _seal(self) -> list[str]:
+        """Turn reading groups into table chunks; returns errors for groups that cannot be."""
+        errors: list[str] = []
+        for (kind, _, _), group in self._groups.items():
+            try:
+                self._chunks.append((kind, group.table()))
+            except (TypeError, ValueError, pa.ArrowException) as exc:
+                self._stats = replace(
+                    self._stats, rejected_rows=self._stats.rejected_rows + len(group.ts)
+                )
+                errors.append(
+                    f"{len(group.ts)} {kind.value} readings with values {group.value_keys!r} "
+                    f"were rejected: {exc}"
+                )
+        self._groups = {}
+        return errors
+
+    # -- flushing ----------------------------------------------------------------------------
+
+    def flush_due(self, now_ns: int) -> bool:
+        """True when something is buffered and `flush_seconds` passed since the last flush."""
+        with self._lock:
+            has_rows = bool(self._groups or self._chunks)
+            return has_rows and now_ns - self._last_flush_ns >= self.flush_seconds * 1e9
+
+    def flush(self) -> list[Path]:
+        """Write the buffer: one segment per (kind, day); returns the files written.
+
+        Raises StoreError when a segment cannot be written (nothing stored is touched, the
+        unwritten rows stay buffered for the next flush) or when readings were rejected.
+        """
+        with self._lock:
+            return self._flush()
+
+    def _flush(self) -> list[Path]:
+        started = time.perf_counter()
+        self._last_flush_ns = self._clock.now_ns()
+        rejected = self._seal()
+        jobs = self._jobs()
+        written: list[Path] = []
+        failure: StoreError | None = None
+        for i, (kind, day, table) in enumerate(jobs):
+            try:
+                path, size = self._write(kind, day, table)
+            except StoreError as exc:
+                failure = exc
+                self._chunks = [(k, t) for k, _, t in jobs[i:]]
+                break
+            written.append(path)
+            self._stats = replace(
+                self._stats,
+                rows_written=self._stats.rows_written + table.num_rows,
+                bytes_written=self._stats.bytes_written + size,
+                segments_written=self._stats.segments_written + 1,
+            )
+        else:
+            self._chunks = []
+            rows = sum(t.num_rows for _, _, t in jobs)
+            self._largest_flush = max(self._largest_flush, rows)
+        self._failing = failure is not None
+        if failure is not None:
+            self._stats = replace(self._stats, flush_errors=self._stats.flush_errors + 1)
+            self._enforce_cap()
+        self._stats = replace(self._stats, last_flush_seconds=time.perf_counter() - started)
+        if failure is not None:
+            raise failure
+        if rejected:
+            raise StoreError("; ".join(rejected) + " (values must be numbers)")
+        return written
+
+    def _jobs(self) -> list[tuple[Kind, str, pa.Table]]:
+        """(kind, day, normalized table) for everything buffered."""
+        by_kind: dict[Kind, list[pa.Table]] = {}
+        for kind, table in self._chunks:
+            by_kind.setdefault(kind, []).append(table)
+        jobs: list[tuple[Kind, str, pa.Table]] = []
+        for kind, tables in by_kind.items():
+            merged = _concat(tables)
+            days = ts_ns(merged.column(TS)) // NS_PER_DAY
+            for day in np.unique(days):
+                part = merged if days.min() == days.max() else merged.filter(days == day)
+                jobs.append((kind, day_of(int(day) * NS_PER_DAY), normalize(part)))
+        return jobs
+
+    def _write(self, kind: Kind, day: str, table: pa.Table) -> tuple[Path, int]:
+        start = int(pc.min(table.column(TS)).cast(pa.int64()).as_py())
+        directory = partition_dir(self.data_dir, kind, day)
+        path = directory / segment_name(self.host, start)
+        try:
+            ensure_dir(directory)
+            size = write_atomic(path, table, write_options(table), self._open)
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(
+                f"cannot write a {kind.value} segment in {str(directory)!r}: {exc}. Nothing "
+                f"already stored was changed and the {table.num_rows} rows stay buffered for "
+                f"the next flush; free disk space or fix the permissions of the data directory."
+            ) from exc
+        return path, size
+
+    def _enforce_cap(self) -> None:
+        """After failed flushes, drop the oldest rows beyond the cap (counted in stats)."""
+        cap = self._max_buffer_rows or max(MIN_BUFFER_CAP, 10 * self._largest_flush)
+        self._seal()
+        total = sum(t.num_rows for _, t in self._chunks)
+        excess = total - cap
+        if excess <= 0:
+            return
+        all_ts = np.concatenate([ts_ns(t.column(TS)) for _, t in self._chunks])
+        cutoff = np.partition(all_ts, excess - 1)[excess - 1]
+        kept: list[tuple[Kind, pa.Table]] = []
+        for kind, table in self._chunks:
+            keep = ts_ns(table.column(TS)) > cutoff
+            if keep.any():
+                kept.append((kind, table.filter(keep)))
+        self._chunks = kept
+        dropped = total - sum(t.num_rows for _, t in kept)
+        self._stats = replace(self._stats, dropped_rows=self._stats.dropped_rows + dropped)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def stats(self) -> WriterStats:
+        with self._lock:
+            return replace(self._stats, buffered_rows=self._buffered_rows())
+
+    def close(self) -> list[Path]:
+        """Flush what is buffered and refuse further appends."""
+        with self._lock:
+            if self._closed:
+                return []
+            written = self._flush() if (self._groups or self._chunks) else []
+            self._closed = True
+            return written
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"this SegmentWriter for {str(self.data_dir)!r} is closed")
+
+    def __enter__(self) -> SegmentWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """Concatenate tables whose columns differ (missing columns become null)."""
+    if len(tables) == 1:
+        return tables[0]
+    unified: list[pa.Table] = []
+    for t in tables:
+        labels, metrics = split_columns(t)
+        cols: dict[str, pa.Array | pa.ChunkedArray] = {
+            TS: pa.array(ts_ns(t.column(TS)), type=pa.int64())
+        }
+        for name in labels:
+            col = t.column(name)
+            cols[name] = col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+            cols[name] = cols[name].cast(pa.string())
+        for name in metrics:
+            cols[name] = t.column(name).cast(pa.float64())
+        unified.append(pa.table(cols))
+    return pa.concat_tables(unified, promote_options="permissive")

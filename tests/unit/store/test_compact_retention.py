@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpulens.clock import FakeClock
+from gpulens.errors import StoreError
+from gpulens.model import Kind
+from gpulens.store import SegmentWriter, Store, apply_retention, compact
+from gpulens.store.layout import LiveFiles, data_files
+
+from .helpers import DAY_NS, T0, gpu_rows
+
+ALL = "SELECT epoch_ns(ts) AS ns, gpu_uuid, sm_active_ratio, power_watts, seq FROM gpu ORDER BY ns, gpu_uuid"  # noqa: E501
+
+
+def write_segments(data_dir: Path, count: int, start: int = T0 - DAY_NS) -> None:
+    """`count` segments of yesterday's data (plus one with a new metric)."""
+    clock = FakeClock(start)
+    w = SegmentWriter(data_dir, "node1", clock=clock)
+    for i in range(count):
+        w.append(gpu_rows(5, start=start + i * 10**10))
+        w.flush()
+    w.close()
+
+
+def snapshot(data_dir: Path) -> list[dict[str, object]]:
+    with Store(data_dir) as store:
+        return store.query(ALL).to_pylist()  # type: ignore[no-any-return]
+
+
+def test_compaction_merges_a_past_day_into_one_file_with_identical_content(tmp_path: Path) -> None:
+    write_segments(tmp_path, 6)
+    before = snapshot(tmp_path)
+    result = compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0)
+    assert result.files_merged == 6 and result.partitions_compacted == 1
+    (part,) = (tmp_path / "gpu").glob("date=*")
+    files = data_files(part)
+    assert [f.name[:4] for f in files] == ["cmp-"]
+    assert snapshot(tmp_path) == before
+    # a second run has nothing to do
+    assert compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0).files_merged == 0
+
+
+def test_compaction_with_grace_keeps_inputs_hidden_then_deletes_them(tmp_path: Path) -> None:
+    write_segments(tmp_path, 3)
+    before = snapshot(tmp_path)
+    clock = FakeClock(T0)
+    compact(tmp_path, clock=clock, delete_grace_seconds=60)
+    (part,) = (tmp_path / "gpu").glob("date=*")
+    assert len(data_files(part)) == 4  # inputs are still there, but superseded
+    assert snapshot(tmp_path) == before
+    write_segments(tmp_path, 2, start=T0 - DAY_NS + 10**12)  # late segments for that day
+    before = snapshot(tmp_path)
+    clock.advance(61 * 10**9)
+    result = compact(tmp_path, clock=clock, delete_grace_seconds=60)
+    assert result.files_deleted == 3 and result.files_merged == 3  # old cmp + 2 late segments
+    assert snapshot(tmp_path) == before
+    clock.advance(61 * 10**9)
+    compact(tmp_path, clock=clock, delete_grace_seconds=60)
+    assert len(data_files(part)) == 1
+    assert snapshot(tmp_path) == before
+
+
+def test_today_only_old_segments_are_compacted(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    w = SegmentWriter(tmp_path, "node1", clock=clock)
+    for i in range(4):
+        w.append(gpu_rows(2, start=T0 + i * 600 * 10**9))
+        w.flush()
+    before = snapshot(tmp_path)
+    clock.set(T0 + 2200 * 10**9)
+    result = compact(tmp_path, clock=clock, min_age_seconds=900, delete_grace_seconds=0)
+    assert result.files_merged == 3  # segments starting at 0, 600, 1200 s; not the one at 1800
+    assert snapshot(tmp_path) == before
+
+
+STEPS = ["inputs-chosen", "before-write", "committed", "input-deleted"]
+
+
+@pytest.mark.parametrize("stop_at", STEPS)
+@pytest.mark.parametrize("nth", [1, 3])
+def test_compaction_interrupted_at_any_step_leaves_a_consistent_store(
+    tmp_path: Path, stop_at: str, nth: int
+) -> None:
+    write_segments(tmp_path, 5)
+    before = snapshot(tmp_path)
+    seen = {"n": 0}
+
+    class Killed(Exception):
+        pass
+
+    def hook(step: str) -> None:
+        if step == stop_at:
+            seen["n"] += 1
+            if seen["n"] == nth or stop_at != "input-deleted":
+                raise Killed(step)
+
+    with pytest.raises(Killed):
+        compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0, on_step=hook)
+    assert snapshot(tmp_path) == before
+    compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0)
+    assert snapshot(tmp_path) == before
+    (part,) = (tmp_path / "gpu").glob("date=*")
+    live, superseded = LiveFiles(tmp_path).partition(part)
+    assert len(live) == 1 and superseded == []
+
+
+def test_chained_compactions_never_resurrect_old_inputs(tmp_path: Path) -> None:
+    write_segments(tmp_path, 3)
+    before = snapshot(tmp_path)
+    clock = FakeClock(T0)
+    compact(tmp_path, clock=clock, delete_grace_seconds=3600)  # cmp1 over 3 segments
+    write_segments(tmp_path, 1, start=T0 - DAY_NS + 10**12)
+    before = snapshot(tmp_path)
+    compact(tmp_path, clock=clock, delete_grace_seconds=3600)  # cmp2 over cmp1 + 1 segment
+    assert snapshot(tmp_path) == before
+    clock.advance(3601 * 10**9)
+    compact(tmp_path, clock=clock, delete_grace_seconds=3600)  # deletes cmp1's inputs first
+    assert snapshot(tmp_path) == before
+    (part,) = (tmp_path / "gpu").glob("date=*")
+    assert len(data_files(part)) == 1
+
+
+def test_retention_deletes_old_days_never_today(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    w = SegmentWriter(tmp_path, "node1", clock=clock)
+    for days_ago in range(5):
+        w.append(gpu_rows(1, start=T0 - days_ago * DAY_NS))
+    w.flush()
+    removed = apply_retention(tmp_path, keep_days=3, clock=clock)
+    assert sorted(p.name for p in removed) == ["date=2025-11-20", "date=2025-11-21"]
+    with Store(tmp_path) as store:
+        days = store.query("SELECT DISTINCT CAST(date AS VARCHAR) AS d FROM gpu ORDER BY d")
+    assert days.column("d").to_pylist() == ["2025-11-22", "2025-11-23", "2025-11-24"]
+    apply_retention(tmp_path, keep_days=1, clock=clock)
+    assert snapshot(tmp_path)  # today survives
+    with pytest.raises(StoreError, match="at least 1"):
+        apply_retention(tmp_path, keep_days=0, clock=clock)
+    assert Kind.GPU.value in {p.name for p in tmp_path.iterdir()}

@@ -1,0 +1,118 @@
+"""A full disk or a failing file system: clear errors, nothing stored is touched, retry works."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+
+from gpulens.clock import FakeClock
+from gpulens.errors import StoreError
+from gpulens.store import SegmentWriter, Store
+
+from .helpers import T0, gpu_rows
+
+
+class FlakyDisk:
+    """An opener whose files fail with ENOSPC after `budget` bytes while `full` is set."""
+
+    def __init__(self, budget: int = 100) -> None:
+        self.full = False
+        self.budget = budget
+
+    def __call__(self, path: Path) -> BinaryIO:
+        fh = path.open("xb")
+        if not self.full:
+            return fh
+        budget = self.budget
+
+        class Full:
+            written = 0
+
+            def write(self, data: bytes) -> int:
+                if self.written + len(data) > budget:
+                    raise OSError(errno.ENOSPC, "No space left on device", str(path))
+                self.written += len(data)
+                return fh.write(data)
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(fh, name)
+
+            def __enter__(self) -> Full:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                fh.close()
+
+        return Full()  # type: ignore[return-value]
+
+
+def stored_bytes(data_dir: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in data_dir.rglob("*") if p.is_file()}
+
+
+def test_disk_full_is_a_clear_error_and_a_later_flush_succeeds(tmp_path: Path) -> None:
+    disk = FlakyDisk()
+    w = SegmentWriter(tmp_path, "node1", clock=FakeClock(T0), open_file=disk)
+    w.append(gpu_rows(3))
+    w.flush()
+    before = stored_bytes(tmp_path)
+    disk.full = True
+    w.append(gpu_rows(4, start=T0 + 10**11))
+    with pytest.raises(StoreError) as info:
+        w.flush()
+    message = str(info.value)
+    assert "No space left on device" in message
+    assert str(tmp_path / "gpu") in message and "free disk space" in message
+    assert stored_bytes(tmp_path) == before  # byte for byte; no temporary file left behind
+    stats = w.stats()
+    assert stats.flush_errors == 1 and stats.buffered_rows == 16
+    disk.full = False
+    w.append(gpu_rows(1, start=T0 + 10**12))
+    w.flush()
+    with Store(tmp_path) as store:
+        assert store.tables()["gpu"] == 12 + 16 + 4
+        dup = store.query("SELECT count(*) - count(DISTINCT (gpu_uuid, ts)) AS d FROM gpu")
+        assert dup.column("d").to_pylist() == [0]
+    assert w.stats().buffered_rows == 0
+
+
+def test_buffer_is_capped_while_flushes_fail_dropping_the_oldest(tmp_path: Path) -> None:
+    disk = FlakyDisk(budget=0)
+    disk.full = True
+    w = SegmentWriter(tmp_path, "node1", clock=FakeClock(T0), open_file=disk, max_buffer_rows=40)
+    w.append(gpu_rows(5))  # 20 rows
+    with pytest.raises(StoreError):
+        w.flush()
+    w.append(gpu_rows(10, start=T0 + 10**12))  # 40 more: 60 > 40
+    assert w.stats().dropped_rows == 20
+    assert w.stats().buffered_rows == 40
+    disk.full = False
+    w.flush()
+    with Store(tmp_path) as store:
+        got = store.query("SELECT min(epoch_ns(ts)) AS first, count(*) AS n FROM gpu").to_pylist()
+    assert got == [{"first": T0 + 10**12 + 7, "n": 40}]
+
+
+def test_unwritable_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "gpu"
+    blocker.write_text("not a directory")
+    w = SegmentWriter(tmp_path, "node1", clock=FakeClock(T0))
+    w.append(gpu_rows(1))
+    with pytest.raises(StoreError, match="cannot write a gpu segment"):
+        w.flush()
+
+
+def test_rejected_values_are_reported_and_the_rest_is_stored(tmp_path: Path) -> None:
+    from gpulens.model import Kind, Reading
+
+    w = SegmentWriter(tmp_path, "node1", clock=FakeClock(T0))
+    w.append(gpu_rows(1))
+    w.append([Reading(Kind.GPU, T0, {"gpu_uuid": "x"}, {"bad": "text"})])  # type: ignore[dict-item]
+    with pytest.raises(StoreError, match="rejected"):
+        w.flush()
+    assert w.stats().rejected_rows == 1
+    with Store(tmp_path) as store:
+        assert store.tables()["gpu"] == 4
