@@ -102,7 +102,14 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=60.0,
         maximum=86400.0 * 7,
     ),
-    Setting("simulated.hosts", int, 2, "Simulated hosts.", minimum=1, maximum=256),
+    Setting(
+        "simulated.hosts",
+        int,
+        3,
+        "Simulated hosts (3 × 4 GPUs fits all nine scenarios at once).",
+        minimum=1,
+        maximum=256,
+    ),
     Setting("simulated.gpus_per_host", int, 4, "Simulated GPUs per host.", minimum=1, maximum=16),
     Setting(
         "simulated.seed",

@@ -159,10 +159,10 @@ def demo(
         list[str] | None, typer.Option(help="Scenario to run (repeatable; default: all).")
     ] = None,
     hosts: Annotated[
-        int, typer.Option(help="Simulated hosts (3 × 4 GPUs fits all nine scenarios).")
-    ] = 3,
-    gpus_per_host: Annotated[int, typer.Option(help="Simulated GPUs per host.")] = 4,
-    seed: Annotated[int, typer.Option(help="Seed: the same seed gives the same fleet.")] = 0,
+        int | None, typer.Option(help="Simulated hosts (default 3: all nine scenarios fit).")
+    ] = None,
+    gpus_per_host: Annotated[int | None, typer.Option(help="Simulated GPUs per host [4].")] = None,
+    seed: Annotated[int | None, typer.Option(help="Same seed, same fleet [0].")] = None,
     interval: Annotated[float, typer.Option(help="Seconds between ticks.")] = 1.0,
 ) -> None:
     """Run the simulated GPU fleet into a data directory and summarise it."""
@@ -187,7 +187,8 @@ def demo(
     fleet = session.simulated_fleet(cfg, start)
     collectors = session.fleet_collectors(fleet, clock)
     out.print(
-        f"Simulating {len(fleet.hosts)} hosts × {gpus_per_host} GPUs for {duration:g} s "
+        f"Simulating {len(fleet.hosts)} hosts × {cfg.get('simulated.gpus_per_host')} GPUs for "
+        f"{duration:g} s "
         f"({'as fast as possible' if speed == 0 else f'{speed:g}× real time'}) "
         f"into {cfg.data_dir}"
     )
