@@ -137,6 +137,17 @@ class Scheduler:
         self.stats.record(result)
         return result
 
+    def prime(self, now_ns: int) -> None:
+        """Collect once at `now_ns` and discard the readings, keeping only the state they leave
+        (GPM's previous sample, counters' first values): a run that starts here then gives
+        exactly what an uninterrupted run would have given from its first tick."""
+        if self.timeout_s is None:
+            batches, _ = self._run_inline(now_ns)
+        else:
+            batches, _ = self._run_pooled(now_ns, self.timeout_s)
+        if self.rates is not None:
+            self.rates.process([r for batch in batches for r in batch])
+
     def _run_inline(self, now_ns: int) -> tuple[list[list[Reading]], dict[str, CollectorOutcome]]:
         batches: list[list[Reading]] = []
         outcomes: dict[str, CollectorOutcome] = {}

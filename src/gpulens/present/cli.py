@@ -24,16 +24,19 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from gpulens import __version__
 from gpulens.clock import PacedClock, SystemClock
 from gpulens.collect.probe import probe_all
+from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import Config, load_config
 from gpulens.errors import GpulensError
 from gpulens.pipeline.scheduler import TickResult
 from gpulens.present import session, views
+from gpulens.present.generate import generate
 
 app = typer.Typer(
     add_completion=False,
@@ -147,6 +150,51 @@ def _summary_table(cfg: Config) -> Table:
     return table
 
 
+def _generate_fast(cfg: Config, start: int, duration: float, interval: float) -> None:
+    """All cores, a progress bar, no live line."""
+    total = math.ceil(duration / interval)
+    with Progress(
+        TextColumn("generating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ticks"),
+        TimeElapsedColumn(),
+        console=out,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("ticks", total=total)
+        result = generate(
+            cfg, start, start + int(duration * 1e9), on_progress=lambda n: bar.advance(task, n)
+        )
+    out.print(
+        f"{result.ticks} ticks, {result.readings:,} readings, {result.segments_written} "
+        f"segments ({result.bytes_written / 1e6:.1f} MB)"
+    )
+
+
+def _run_paced(
+    cfg: Config, fleet: SimulatedFleet, start: int, duration: float, speed: float, interval: float
+) -> None:
+    """Simulated time at `speed` × wall time, one live line per tick."""
+    clock = PacedClock(start_ns=start, speed=speed)
+    collectors = session.fleet_collectors(fleet, clock)
+    ticks_per_print = max(1, round(speed * 0.5 / interval))
+    with _stop_on_signals() as stop, Live(console=out, transient=True) as live:
+        result = session.record(
+            cfg,
+            collectors,
+            clock,
+            duration_s=duration,
+            on_tick=_live_ticks(live, ticks_per_print),
+            stop=stop,
+            inline=True,
+        )
+    out.print(
+        f"{result.ticks} ticks, {result.readings:,} readings, "
+        f"{result.store.segments_written} segments ({result.store.bytes_written / 1e6:.1f} MB)"
+    )
+
+
 @app.command()
 def demo(
     duration: Annotated[float, typer.Option(help="Simulated seconds to run.", min=1)] = 3600.0,
@@ -183,30 +231,16 @@ def demo(
     )
     start = SystemClock().now_ns() - int(duration * 1e9)
     start -= start % 1_000_000_000
-    clock = PacedClock(start_ns=start, speed=speed if speed > 0 else math.inf)
     fleet = session.simulated_fleet(cfg, start)
-    collectors = session.fleet_collectors(fleet, clock)
     out.print(
         f"Simulating {len(fleet.hosts)} hosts × {cfg.get('simulated.gpus_per_host')} GPUs for "
-        f"{duration:g} s "
-        f"({'as fast as possible' if speed == 0 else f'{speed:g}× real time'}) "
+        f"{duration:g} s ({'as fast as possible' if speed == 0 else f'{speed:g}× real time'}) "
         f"into {cfg.data_dir}"
     )
-    ticks_per_print = max(1, round(speed * 0.5 / interval)) if speed > 0 else 600
-    with _stop_on_signals() as stop, Live(console=out, transient=True) as live:
-        result = session.record(
-            cfg,
-            collectors,
-            clock,
-            duration_s=duration,
-            on_tick=_live_ticks(live, ticks_per_print),
-            stop=stop,
-            inline=True,
-        )
-    out.print(
-        f"{result.ticks} ticks, {result.readings:,} readings, "
-        f"{result.store.segments_written} segments ({result.store.bytes_written / 1e6:.1f} MB)"
-    )
+    if speed == 0:
+        _generate_fast(cfg, start, duration, interval)
+    else:
+        _run_paced(cfg, fleet, start, duration, speed, interval)
     out.print(_summary_table(cfg))
     (cfg.data_dir / "ground_truth.json").write_text(
         json.dumps(fleet.ground_truth(), indent=2), encoding="utf-8"
