@@ -241,6 +241,7 @@ def demo(
         _generate_fast(cfg, start, duration, interval)
     else:
         _run_paced(cfg, fleet, start, duration, speed, interval)
+    session.tidy_store(cfg, compact_min_age_seconds=0)  # merge the run into daily files
     out.print(_summary_table(cfg))
     (cfg.data_dir / "ground_truth.json").write_text(
         json.dumps(fleet.ground_truth(), indent=2), encoding="utf-8"
@@ -281,6 +282,7 @@ def record(
             duration_s=duration,
             on_tick=_live_ticks(live, 10**9),
             stop=stop,
+            maintenance=True,
         )
     errors = sum(result.collector_errors.values())
     err.print(f"{result.ticks} ticks, {result.readings:,} readings, {errors} collector errors")

@@ -15,7 +15,7 @@ from gpulens.config import Config
 from gpulens.errors import ConfigError, SourceUnavailable
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
-from gpulens.store import SegmentWriter, Store, WriterStats
+from gpulens.store import MaintenanceThread, SegmentWriter, Store, WriterStats, maintain
 
 
 def simulated_fleet(cfg: Config, start_ns: int) -> SimulatedFleet:
@@ -90,11 +90,13 @@ def record(
     on_tick: Callable[[TickResult], None] | None = None,
     stop: threading.Event | None = None,
     inline: bool = False,
+    maintenance: bool = False,
 ) -> RecordResult:
     """Run `collectors` into the store at `cfg.data_dir` for `duration_s` (None: until `stop`).
 
     `inline=True` runs collectors without a thread pool or timeouts: the fast path for
-    simulated time, where nothing can block.
+    simulated time, where nothing can block. `maintenance=True` compacts and applies retention
+    in a background thread while recording (wall-clock time: for real recordings).
     """
     writer = SegmentWriter(
         cfg.data_dir, cfg.host, flush_seconds=cfg.get("store.flush_seconds"), clock=clock
@@ -116,9 +118,21 @@ def record(
         if on_tick is not None:
             on_tick(tick)
 
+    janitor = None
+    if maintenance:
+        compact_after = cfg.get("store.compact_after_seconds")
+        janitor = MaintenanceThread(
+            cfg.data_dir,
+            every_seconds=max(60.0, compact_after / 2),
+            keep_days=cfg.get("store.retention_days"),
+            compact_min_age_seconds=compact_after,
+        )
+        janitor.start()
     try:
         scheduler.run(duration_s=duration_s, stop=stop, on_tick=count)
     finally:
+        if janitor is not None:
+            janitor.stop()
         try:
             writer.close()
             result.store = writer.stats()
@@ -131,6 +145,16 @@ def record(
         for name, stats in scheduler.stats.collectors.items()
     }
     return result
+
+
+def tidy_store(cfg: Config, compact_min_age_seconds: float | None = None) -> None:
+    """One maintenance pass now: compaction, then retention."""
+    age = cfg.get("store.compact_after_seconds")
+    maintain(
+        cfg.data_dir,
+        keep_days=cfg.get("store.retention_days"),
+        compact_min_age_seconds=age if compact_min_age_seconds is None else compact_min_age_seconds,
+    )
 
 
 def open_store(data_dir: Path) -> Store:

@@ -5,16 +5,20 @@ Write with `SegmentWriter`, read with `Store`, keep it tidy with `compact` and
 """
 
 from gpulens.store.compact import CompactionResult, compact
+from gpulens.store.maintenance import MaintenanceResult, MaintenanceThread, maintain
 from gpulens.store.query import QueryError, Store
 from gpulens.store.retention import apply_retention
 from gpulens.store.segments import SegmentWriter, WriterStats
 
 __all__ = [
     "CompactionResult",
+    "MaintenanceResult",
+    "MaintenanceThread",
     "QueryError",
     "SegmentWriter",
     "Store",
     "WriterStats",
     "apply_retention",
     "compact",
+    "maintain",
 ]

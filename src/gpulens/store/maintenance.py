@@ -1,0 +1,81 @@
+"""Keeping a live store tidy: retention of old days, then compaction of small segments."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpulens.clock import Clock, SystemClock
+from gpulens.errors import GpulensError
+from gpulens.store.compact import CompactionResult, compact
+from gpulens.store.retention import apply_retention
+
+
+@dataclass(slots=True)
+class MaintenanceResult:
+    """What one maintenance pass did."""
+
+    compaction: CompactionResult
+    partitions_deleted: int
+
+
+def maintain(
+    data_dir: Path,
+    *,
+    keep_days: int,
+    compact_min_age_seconds: float,
+    clock: Clock | None = None,
+) -> MaintenanceResult:
+    """Delete days past retention, then merge segments older than `compact_min_age_seconds`
+    (in that order, so days about to go are not merged first)."""
+    clock = clock or SystemClock()
+    deleted = apply_retention(data_dir, keep_days, clock=clock)
+    result = compact(data_dir, clock=clock, min_age_seconds=compact_min_age_seconds)
+    return MaintenanceResult(result, len(deleted))
+
+
+class MaintenanceThread(threading.Thread):
+    """Runs `maintain` every `every_seconds` of wall time until stopped.
+
+    A failing pass (disk full, a file removed underneath) is counted and retried next time; it
+    never stops the recording that owns the thread.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        every_seconds: float,
+        keep_days: int,
+        compact_min_age_seconds: float,
+    ) -> None:
+        super().__init__(name="gpulens-store-maintenance", daemon=True)
+        self.data_dir = data_dir
+        self.every_seconds = every_seconds
+        self.keep_days = keep_days
+        self.compact_min_age_seconds = compact_min_age_seconds
+        self.passes = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.every_seconds):
+            self.run_once()
+
+    def run_once(self) -> None:
+        """One pass now, errors counted rather than raised."""
+        try:
+            maintain(
+                self.data_dir,
+                keep_days=self.keep_days,
+                compact_min_age_seconds=self.compact_min_age_seconds,
+            )
+            self.passes += 1
+        except (GpulensError, OSError) as exc:
+            self.errors += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def stop(self) -> None:
+        self._stop_event.set()
