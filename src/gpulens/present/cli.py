@@ -13,6 +13,7 @@ import math
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -71,15 +72,15 @@ def _pct(value: float | None) -> str:
 
 
 def _time(ts: int) -> str:
-    return datetime.fromtimestamp(ts / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ts / 1e9, UTC).strftime("%H:%M:%S")
 
 
 def _render_line(line: views.TickLine) -> Text:
     return Text.assemble(
         (_time(line.ts), "bold"),
-        f"  {line.gpus} GPUs  duty {_pct(line.duty)}  SM {_pct(line.sm_active)}  ",
-        f"tensor {_pct(line.tensor_active)}  {line.power_watts / 1000:5.2f} kW  ",
-        f"mem {line.memory_used_bytes / 1e9:6.1f} GB  {line.processes} procs",
+        f" {line.gpus} GPUs duty {_pct(line.duty):>4} SM {_pct(line.sm_active):>4} ",
+        f"tensor {_pct(line.tensor_active):>4} {line.power_watts / 1000:5.1f} kW ",
+        f"{line.memory_used_bytes / 1e9:4.0f} GB {line.processes} procs",
     )
 
 
@@ -102,13 +103,18 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 
 
 def _live_ticks(live: Live, every: int) -> Callable[[TickResult], None]:
-    count = {"n": 0}
+    """Updates the live line at most ten times a second; prints every `every`-th tick."""
+    state = {"n": 0, "shown": 0.0}
 
     def on_tick(tick: TickResult) -> None:
+        state["n"] += 1
+        now = time.monotonic()
+        if now - state["shown"] < 0.1 and state["n"] % every:
+            return
+        state["shown"] = now
         line = _render_line(views.tick_line(tick.ts, tick.readings))
-        live.update(line)
-        count["n"] += 1
-        if count["n"] % every == 0:
+        live.update(line, refresh=True)
+        if state["n"] % every == 0:
             live.console.print(line)
 
     return on_tick
@@ -179,7 +185,7 @@ def _run_paced(
     clock = PacedClock(start_ns=start, speed=speed)
     collectors = session.fleet_collectors(fleet, clock)
     ticks_per_print = max(1, round(speed * 0.5 / interval))
-    with _stop_on_signals() as stop, Live(console=out, transient=True) as live:
+    with _stop_on_signals() as stop, Live(console=out, transient=True, auto_refresh=False) as live:
         result = session.record(
             cfg,
             collectors,
@@ -274,7 +280,7 @@ def record(
         f"Recording {names} every {cfg.get('collect.interval_seconds'):g} s into "
         f"{cfg.data_dir} (Ctrl-C to stop)"
     )
-    with _stop_on_signals() as stop, Live(console=err, transient=True) as live:
+    with _stop_on_signals() as stop, Live(console=err, transient=True, auto_refresh=False) as live:
         result = session.record(
             cfg,
             collectors,
