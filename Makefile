@@ -1,6 +1,6 @@
 # Two set-up commands: `make demo` and `make test`. Both create .venv on first use.
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
-	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
 	&& echo $$p && break; done)
 VENV := .venv
 BIN := $(VENV)/bin

@@ -7,7 +7,7 @@ metric a source could not measure is absent, never 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -49,6 +49,63 @@ LABEL_KEYS: tuple[str, ...] = (
 )
 
 Labels = Mapping[str, str]
+
+
+class FrozenLabels(Mapping[str, str]):
+    """An immutable labels mapping that sources build once per entity and reuse every tick.
+
+    Besides being read like any mapping, it carries precomputed forms of itself that the hot
+    path keys on: `identity` (frozenset of items, its hash cached by Python), `keys_tuple` and
+    `values_tuple` (insertion order). Equal to any mapping with the same items.
+    """
+
+    __slots__ = ("_data", "identity", "keys_tuple", "values_tuple")
+
+    def __init__(self, labels: Mapping[str, str]) -> None:
+        data = dict(labels)
+        self._data = data
+        self.identity: frozenset[tuple[str, str]] = frozenset(data.items())
+        self.keys_tuple: tuple[str, ...] = tuple(data)
+        self.values_tuple: tuple[str, ...] = tuple(data.values())
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return self._data.get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._data.keys()
+
+    def values(self) -> ValuesView[str]:
+        return self._data.values()
+
+    def items(self) -> ItemsView[str, str]:
+        return self._data.items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenLabels):
+            return self.identity == other.identity
+        return self._data == other if isinstance(other, Mapping) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.identity)
+
+    def __repr__(self) -> str:
+        return f"FrozenLabels({self._data!r})"
+
+    def __reduce__(self) -> tuple[type[FrozenLabels], tuple[dict[str, str]]]:
+        return FrozenLabels, (self._data,)
+
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _EMPTY_VALUES: Mapping[str, float] = MappingProxyType({})

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pyarrow as pa
 
-from gpulens.config import load_config
+from gpulens.config import Config, load_config
 from gpulens.present.generate import generate, shards
 from gpulens.store import Store
 
@@ -14,7 +15,7 @@ START = 1_764_374_400 * 1_000_000_000
 SPAN_S = 240
 
 
-def _config(data_dir: Path) -> object:
+def _config(data_dir: Path) -> Config:
     return load_config(
         env={},
         overrides={
@@ -34,18 +35,18 @@ def _table(data_dir: Path, kind: str, keys: str) -> pa.Table:
 
 def test_shards_cover_the_span_on_the_grid(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
-    parts = shards(cfg, START, START + SPAN_S * 10**9, 3)  # type: ignore[arg-type]
+    parts = shards(cfg, START, START + SPAN_S * 10**9, 3)
     assert parts[0].start_ns == START and parts[-1].end_ns == START + SPAN_S * 10**9
-    for a, b in zip(parts, parts[1:], strict=False):
+    for a, b in itertools.pairwise(parts):
         assert a.end_ns == b.start_ns and (b.start_ns - START) % 10**9 == 0
 
 
 def test_two_workers_equal_one_run(tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     end = START + SPAN_S * 10**9
-    r1 = generate(_config(one), START, end, workers=1)  # type: ignore[arg-type]
+    r1 = generate(_config(one), START, end, workers=1)
     seen: list[int] = []
-    r2 = generate(_config(two), START, end, workers=2, on_progress=seen.append)  # type: ignore[arg-type]
+    r2 = generate(_config(two), START, end, workers=2, on_progress=seen.append)
     assert r1.ticks == r2.ticks == SPAN_S
     assert sum(seen) == SPAN_S
     assert r1.readings == r2.readings

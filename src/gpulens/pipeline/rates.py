@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from gpulens import catalog, units
-from gpulens.model import Kind, Reading
+from gpulens.model import FrozenLabels, Kind, Reading
 
 
 class Sample(NamedTuple):
@@ -49,20 +49,33 @@ def counter_rate(
     dt_ns = cur_ts - prev_ts
     if dt_ns <= 0 or not (math.isfinite(prev_value) and math.isfinite(cur_value)):
         return None
-    return counter_increase(prev_value, cur_value, wrap) / units.ns_to_s(dt_ns)
+    increase = (
+        cur_value - prev_value
+        if cur_value >= prev_value
+        else counter_increase(prev_value, cur_value, wrap)
+    )
+    return increase / units.ns_to_s(dt_ns)
 
 
-_Key = tuple[tuple[Kind, frozenset[tuple[str, str]]], str]
+_Identity = tuple[Kind, frozenset[tuple[str, str]]]
+
+
+def _identity(reading: Reading) -> _Identity:
+    """The entity a reading describes: its kind and its label items (cached by FrozenLabels)."""
+    labels = reading.labels
+    if type(labels) is FrozenLabels:
+        return reading.kind, labels.identity
+    return reading.kind, frozenset(labels.items())
 
 
 class RateStage:
     """Adds the rate gauge of every catalog counter to a copy of the reading that carries it.
 
-    State is one `(ts_ns, value)` sample per (kind, labels, counter). Entities not seen for
-    `forget_after_s` (reading time) are dropped. A rate the reading already has is kept, not
-    overwritten. Rates stored as ratios (violation time per second) are capped at 1.0, since
-    the counter and the tick timestamps come from different clocks and jitter can push them a
-    little over.
+    State is one `(ts_ns, value)` sample per (kind, labels, counter), grouped per entity.
+    Entities not seen for `forget_after_s` (reading time) are dropped. A rate the reading
+    already has is kept, not overwritten. Rates stored as ratios (violation time per second)
+    are capped at 1.0, since the counter and the tick timestamps come from different clocks and
+    jitter can push them a little over.
     """
 
     def __init__(
@@ -82,12 +95,12 @@ class RateStage:
             if gauge in catalog.METRICS and catalog.METRICS[gauge].unit == "ratio"
         )
         self._forget_ns = units.s_to_ns(forget_after_s)
-        self._last: dict[_Key, tuple[int, float]] = {}
+        self._last: dict[_Identity, dict[str, tuple[int, float]]] = {}
         self._next_sweep: int | None = None
 
     def __len__(self) -> int:
         """How many counter series the stage remembers."""
-        return len(self._last)
+        return sum(len(series) for series in self._last.values())
 
     def process(self, readings: Iterable[Reading]) -> list[Reading]:
         """The readings, with rate gauges added where a counter has a previous sample."""
@@ -106,20 +119,22 @@ class RateStage:
         return out
 
     def _apply(self, reading: Reading, found: frozenset[str]) -> Reading:
-        identity = (reading.kind, frozenset(reading.labels.items()))
-        ts, values, last = reading.ts, reading.values, self._last
+        identity = _identity(reading)
+        last = self._last.get(identity)
+        if last is None:
+            last = self._last[identity] = {}
+        ts, values, pairs, wraps = reading.ts, reading.values, self._pairs, self._wraps
         added: dict[str, float] = {}
         for counter in found:
-            key = (identity, counter)
             current = (ts, values[counter])
-            previous = last.get(key)
+            previous = last.get(counter)
             if previous is not None and ts <= previous[0]:
                 continue  # out-of-order or repeated sample: keep the newer state
-            last[key] = current
-            gauge = self._pairs[counter]
-            if gauge in values:
-                continue
-            rate = counter_rate(previous, current, self._wraps.get(counter))
+            last[counter] = current
+            gauge = pairs[counter]
+            if previous is None or gauge in values:
+                continue  # first sample: no rate yet (counter_rate's first rule)
+            rate = counter_rate(previous, current, wraps.get(counter))
             if rate is not None:
                 added[gauge] = min(rate, 1.0) if gauge in self._capped else rate
         if not added:
@@ -135,6 +150,9 @@ class RateStage:
             return
         self._next_sweep = now_ns + self._forget_ns // 2
         horizon = now_ns - self._forget_ns
-        stale = [key for key, (ts, _) in self._last.items() if ts < horizon]
-        for key in stale:
-            del self._last[key]
+        for identity, series in list(self._last.items()):
+            stale = [counter for counter, (ts, _) in series.items() if ts < horizon]
+            for counter in stale:
+                del series[counter]
+            if not series:
+                del self._last[identity]

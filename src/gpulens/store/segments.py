@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
-from gpulens.model import Kind, Reading
+from gpulens.model import FrozenLabels, Kind, Reading
 from gpulens.store.layout import (
     NS_PER_DAY,
     Opener,
@@ -54,23 +54,40 @@ class WriterStats:
 
 
 class _Group:
-    """Readings of one kind and one shape (same label keys, same value keys), row-wise."""
+    """Readings of one kind and one shape (same label keys, same value keys), buffered flat.
 
-    __slots__ = ("label_keys", "labels", "ts", "value_keys", "values")
+    Label tuples are interned (`codes` index `label_rows`), values are one flat list of
+    `len(ts) * len(value_keys)` numbers; both become columns only at `table()`.
+    """
+
+    __slots__ = ("codes", "label_index", "label_keys", "label_rows", "ts", "value_keys", "values")
 
     def __init__(self, label_keys: tuple[str, ...], value_keys: tuple[str, ...]) -> None:
         self.label_keys = label_keys
         self.value_keys = value_keys
         self.ts: list[int] = []
-        self.labels: list[tuple[str, ...]] = []
-        self.values: list[tuple[float, ...]] = []
+        self.codes: list[int] = []
+        self.label_index: dict[tuple[str, ...], int] = {}
+        self.label_rows: list[tuple[str, ...]] = []
+        self.values: list[float] = []
+
+    def code(self, labels: tuple[str, ...]) -> int:
+        """The index of a (new) label tuple in `label_rows`."""
+        code = self.label_index[labels] = len(self.label_rows)
+        self.label_rows.append(labels)
+        return code
 
     def table(self) -> pa.Table:
+        rows = len(self.ts)
         cols: dict[str, pa.Array] = {TS: pa.array(self.ts, type=pa.int64())}
-        for key, column in zip(self.label_keys, zip(*self.labels, strict=True), strict=True):
-            cols[key] = pa.array(column, type=pa.string())
+        if self.label_keys:
+            codes = pa.array(self.codes, type=pa.int32())
+            for j, key in enumerate(self.label_keys):
+                uniques = pa.array([row[j] for row in self.label_rows], type=pa.string())
+                cols[key] = uniques.take(codes)
         if self.value_keys:
-            matrix = np.array(self.values, dtype=np.float64).T
+            flat = np.array(self.values, dtype=np.float64)
+            matrix = np.ascontiguousarray(flat.reshape(rows, len(self.value_keys)).T)
             for key, row in zip(self.value_keys, matrix, strict=True):
                 cols[key] = pa.array(row, type=pa.float64(), mask=np.isnan(row))
         return pa.table(cols)
@@ -120,13 +137,18 @@ class SegmentWriter:
             for r in readings:
                 labels = r.labels
                 values = r.values
-                key = (r.kind, tuple(labels), tuple(values))
+                if type(labels) is FrozenLabels:
+                    label_keys, label_values = labels.keys_tuple, labels.values_tuple
+                else:
+                    label_keys, label_values = tuple(labels), tuple(labels.values())
+                key = (r.kind, label_keys, tuple(values))
                 group = groups.get(key)
                 if group is None:
-                    group = groups[key] = _Group(key[1], key[2])
+                    group = groups[key] = _Group(label_keys, key[2])
+                code = group.label_index.get(label_values)
+                group.codes.append(group.code(label_values) if code is None else code)
                 group.ts.append(r.ts)
-                group.labels.append(tuple(labels.values()))
-                group.values.append(tuple(values.values()))
+                group.values.extend(values.values())
             if self._failing:
                 self._seal()
                 self._enforce_cap()

@@ -34,7 +34,7 @@ from gpulens.collect.nvml.binding import (
 )
 from gpulens.collect.procs.identity import NoIdentity, ProcessIdentity
 from gpulens.errors import CollectError, SourceUnavailable
-from gpulens.model import Kind, Reading
+from gpulens.model import FrozenLabels, Kind, Reading
 
 _INSTALL_HINT = (
     "install an NVIDIA driver (it provides libnvidia-ml.so) and the Python bindings with "
@@ -143,7 +143,7 @@ class NvmlCollector:
         return devices
 
     def _new_device(self, info: DeviceInfo, parent_index: int | None) -> _Device:
-        labels = MappingProxyType(parse.device_labels(self._host, info, parent_index))
+        labels = FrozenLabels(parse.device_labels(self._host, info, parent_index))
         caps = dict.fromkeys(
             (
                 k
@@ -331,7 +331,7 @@ class NvmlCollector:
         labels["pid"] = str(pid)
         for key, value in self._identity.identify(pid).items():
             labels.setdefault(key, value)
-        return MappingProxyType(labels)
+        return FrozenLabels(labels)
 
     def _integrate_energy(self, dev: _Device, now_ns: int, values: Values) -> None:
         """Trapezoidal integral of power_watts; starts after the first interval, like a rate."""

@@ -15,7 +15,7 @@ from gpulens.collect.simulated import noise
 from gpulens.collect.simulated.gpu import PlacedJob, SimGpu, decode_pid
 from gpulens.collect.simulated.phases import CPU, DISK, LAUNCH, SAMPLES, WAIT, Row
 from gpulens.collect.simulated.physics import ORIGIN_S
-from gpulens.model import Kind, Reading
+from gpulens.model import FrozenLabels, Kind, Reading
 
 if TYPE_CHECKING:
     from gpulens.collect.simulated.fleet import SimulatedFleet
@@ -52,6 +52,9 @@ class SimulatedHostCollector:
         self._gpus = fleet.gpus(host)
         self._jobs = [j for j in fleet.jobs if j.host == host]
         self._key = noise.key(fleet.seed, 0x4057, fleet.hosts.index(host))
+        self._host_labels = FrozenLabels({"host": host})
+        self._proc_labels: dict[str, tuple[int, FrozenLabels]] = {}  # uuid → (pid, labels)
+        self._apps = [_AppPlan(job, host, self._gpus) for job in self._jobs]
         self._last_event_ns = fleet.start_ns - 1
         self._epoch_base: dict[tuple[str, int], Row] = {}
 
@@ -99,7 +102,7 @@ class SimulatedHostCollector:
             "host_network_rx_bytes_total": float(int(net_rx)),
             "host_network_tx_bytes_total": float(int(net_tx)),
         }
-        return Reading(Kind.HOST, now, {"host": self._host}, values)
+        return Reading(Kind.HOST, now, self._host_labels, values)
 
     def _since_epoch(self, g: SimGpu, epoch: int, total: Row) -> Row:
         """Integrals since the process (re)started: process counters start at zero."""
@@ -114,6 +117,15 @@ class SimulatedHostCollector:
             self._epoch_base[key] = base
         return total - base
 
+    def _process_labels(self, g: SimGpu, pid: int, job: PlacedJob) -> FrozenLabels:
+        """The labels of `pid` on `g`, built once per process start."""
+        cached = self._proc_labels.get(g.uuid)
+        if cached is not None and cached[0] == pid:
+            return cached[1]
+        labels = FrozenLabels({"host": self._host, "pid": str(pid), **job.labels})
+        self._proc_labels[g.uuid] = (pid, labels)
+        return labels
+
     def _process_readings(self, now: int) -> list[Reading]:
         out = []
         for g in self._gpus:
@@ -122,28 +134,26 @@ class SimulatedHostCollector:
                 continue
             snap = g.snap(now)
             since = self._since_epoch(g, snap.epoch, snap.total)
-            labels = {"host": self._host, "pid": str(pid), **g.job.labels}
             values = {
                 "process_cpu_seconds_total": float(since[CPU]),
                 "process_rss_bytes": g.job.spec.cpu_rss_bytes / len(g.job.gpu_indices),
                 "process_read_bytes_total": float(int(since[DISK])),
             }
-            out.append(Reading(Kind.PROCESS, now, labels, values))
+            out.append(Reading(Kind.PROCESS, now, self._process_labels(g, pid, g.job), values))
         return out
 
     def _app_readings(self, now: int) -> list[Reading]:
         out = []
-        for job in self._jobs:
-            app = job.spec.app
-            ranks = [self._gpus[i] for i in job.gpu_indices]
+        for plan in self._apps:
+            app = plan.job.spec.app
+            ranks = plan.ranks
             lead = ranks[0].snap(now)
             if app is None or lead.stage is None or not lead.process:
                 continue
-            serving = app.latency_p50_s > 0
-            if serving and lead.stage.spec.name != "steady":
+            if plan.serving and lead.stage.spec.name != "steady":
                 continue
             mean = lead.stage.schedule.mean
-            u = noise.uniform(self._key, now // 1_000_000_000, job.index + 1)
+            u = noise.uniform(self._key, now // 1_000_000_000, plan.job.index + 1)
             samples = 0.0
             for g in ranks:
                 stage = g.snap(now).stage
@@ -156,27 +166,42 @@ class SimulatedHostCollector:
             }
             if app.throughput == "tokens":
                 values["app_tokens_per_second"] = samples * app.sequence_length
-            if serving:
+            if plan.serving:
                 values["app_latency_p50_seconds"] = app.latency_p50_s * (1.0 + 0.03 * u)
                 values["app_latency_p99_seconds"] = app.latency_p99_s * (1.0 + 0.08 * abs(u))
-            facts = {
+            values.update(plan.facts)
+            out.append(Reading(Kind.APP, now, plan.labels, values))
+            for g, rank_labels in zip(ranks, plan.rank_labels, strict=True):
+                launches = float(g.snap(now).mean[LAUNCH])
+                out.append(
+                    Reading(
+                        Kind.APP, now, rank_labels, {"app_kernel_launches_per_second": launches}
+                    )
+                )
+        return out
+
+
+class _AppPlan:
+    """What one job's app readings need that never changes: GPUs, labels, model facts."""
+
+    __slots__ = ("facts", "job", "labels", "rank_labels", "ranks", "serving")
+
+    def __init__(self, job: PlacedJob, host: str, gpus: Sequence[SimGpu]) -> None:
+        self.job = job
+        self.ranks = [gpus[i] for i in job.gpu_indices]
+        self.labels = FrozenLabels({"host": host, **job.labels})
+        self.rank_labels = [FrozenLabels({**self.labels, "gpu_uuid": g.uuid}) for g in self.ranks]
+        app = job.spec.app
+        self.serving = app is not None and app.latency_p50_s > 0
+        facts = (
+            {
                 "app_batch_size": app.batch_size,
                 "app_model_parameters": app.parameters,
                 "app_model_layers": app.layers,
                 "app_model_hidden_size": app.hidden_size,
                 "app_sequence_length": app.sequence_length,
             }
-            values.update({k: float(v) for k, v in facts.items() if v})
-            labels = {"host": self._host, **job.labels}
-            out.append(Reading(Kind.APP, now, labels, values))
-            for g in ranks:
-                launches = float(g.snap(now).mean[LAUNCH])
-                out.append(
-                    Reading(
-                        Kind.APP,
-                        now,
-                        {**labels, "gpu_uuid": g.uuid},
-                        {"app_kernel_launches_per_second": launches},
-                    )
-                )
-        return out
+            if app is not None
+            else {}
+        )
+        self.facts: dict[str, float] = {k: float(v) for k, v in facts.items() if v}

@@ -203,8 +203,12 @@ class Schedule:
         """∫ rates dt over phase-time [0, u]."""
         n = math.floor(u / self.period)
         r = u - n * self.period
-        part: Row = np.minimum(np.maximum(r - self.offsets, 0.0), self.durations) @ self.rows
-        return n * self.per_period + part
+        into = r - self.offsets  # seconds into each phase, clipped to [0, duration] in place
+        np.maximum(into, 0.0, out=into)
+        np.minimum(into, self.durations, out=into)
+        total: Row = self.per_period * n
+        total += into @ self.rows
+        return total
 
     def phase_at(self, u: float) -> Phase:
         """The phase running at phase-time `u`."""
