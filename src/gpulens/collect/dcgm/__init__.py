@@ -1,0 +1,1 @@
+"""dcgm-exporter source: scrape `/metrics` pages (scrape.py) and parse them (parse.py, pure)."""

@@ -1,0 +1,152 @@
+"""DcgmExporterCollector: gpu readings from one or more dcgm-exporter `/metrics` endpoints.
+
+Each URL is scraped in its own background thread (`scrape.Scraper`), so `collect(now_ns)`
+never waits on the network: it hands out the readings of the latest scrape that completed
+since the previous call, stamped with that scrape's own time, and asks for the next scrape.
+A scrape older than about two collect intervals is dropped as stale, and no scrape is handed
+out twice. An endpoint that is down, slow or serves garbage is counted in `errors[url]` (the
+message in `last_error`) and never raises from `collect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+
+from gpulens.clock import Clock, SystemClock
+from gpulens.collect.dcgm.scrape import Scraper
+from gpulens.errors import ConfigError
+from gpulens.model import Kind, Reading, event
+
+
+class DcgmExporterCollector:
+    """Collector over dcgm-exporter endpoints (`name` "dcgm"; see docs/collectors/dcgm.md).
+
+    `urls`: full `/metrics` URLs (e.g. "http://node1:9400/metrics"). `host` labels GPUs whose
+    series carry no Hostname label. `transport` replaces httpx's network transport (tests use
+    `httpx.MockTransport`). `timeout_s` bounds one HTTP attempt; `retries` more attempts follow
+    a failure, `backoff_s` × 2**attempt apart. `clock` stamps scrapes (UTC ns).
+    `stale_after` × the last collect interval is the oldest scrape `collect` still returns.
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        host: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 2.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        clock: Clock | None = None,
+        name: str = "dcgm",
+        stale_after: float = 2.0,
+    ) -> None:
+        if isinstance(urls, str) or not urls:
+            raise ConfigError(
+                f"dcgm: urls must be a non-empty list of dcgm-exporter /metrics URLs, got "
+                f"{urls!r}: for example ['http://localhost:9400/metrics']"
+            )
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(
+                    f"dcgm: {url!r} is not an http(s) URL: give dcgm-exporter's metrics "
+                    "endpoint, for example 'http://localhost:9400/metrics'"
+                )
+        if timeout_s <= 0 or retries < 0 or backoff_s < 0 or stale_after <= 0:
+            raise ConfigError(
+                f"dcgm: timeout_s ({timeout_s}) and stale_after ({stale_after}) must be > 0, "
+                f"retries ({retries}) and backoff_s ({backoff_s}) >= 0"
+            )
+        self.name = name
+        self.host = host
+        self.stale = 0
+        self.skipped: dict[str, int] = {}
+        self._clock: Clock = clock or SystemClock()
+        self._stale_after = stale_after
+        self._timeout_s = timeout_s
+        self._retries = retries
+        self._backoff_s = backoff_s
+        self._last_collect: int | None = None
+        self._drivers: dict[tuple[str, str], str] = {}
+        self._closed = False
+        self._scrapers = [
+            Scraper(
+                url,
+                host=host,
+                clock=self._clock,
+                timeout_s=timeout_s,
+                retries=retries,
+                backoff_s=backoff_s,
+                transport=transport,
+                thread_name=f"gpulens-{name}-{i}",
+            )
+            for i, url in enumerate(urls)
+        ]
+
+    @property
+    def errors(self) -> dict[str, int]:
+        """Failed scrapes (after retries) per URL."""
+        return {s.url: s.errors for s in self._scrapers}
+
+    @property
+    def scrapes(self) -> dict[str, int]:
+        """Completed scrapes per URL."""
+        return {s.url: s.scrapes for s in self._scrapers}
+
+    @property
+    def last_error(self) -> str | None:
+        """The message of the most recent failure of any URL (None when none failed yet)."""
+        messages = [s.last_error for s in self._scrapers if s.last_error]
+        return messages[-1] if messages else None
+
+    def collect(self, now_ns: int) -> list[Reading]:
+        """Readings of the scrapes completed since the last call; starts the next scrapes."""
+        max_age = None
+        if self._last_collect is not None and now_ns > self._last_collect:
+            max_age = self._stale_after * (now_ns - self._last_collect)
+        self._last_collect = now_ns
+        out: list[Reading] = []
+        for scraper in self._scrapers:
+            scrape = scraper.take()
+            if not self._closed:
+                scraper.trigger()
+            if scrape is None:
+                continue
+            if max_age is not None and now_ns - scrape.ts_ns > max_age:
+                self.stale += 1
+                continue
+            for reason, count in scrape.result.skipped.items():
+                self.skipped[reason] = self.skipped.get(reason, 0) + count
+            for reading in scrape.result.readings:
+                if reading.kind is Kind.EVENT:
+                    out.extend(self._driver_event(scraper.url, reading))
+                else:
+                    out.append(reading)
+        return out
+
+    def _driver_event(self, url: str, reading: Reading) -> list[Reading]:
+        """The driver-version event at first sight and when it changes, per URL and host."""
+        host = reading.label("host")
+        version = reading.label("driver_version")
+        key = (url, host)
+        previous = self._drivers.get(key)
+        if previous == version:
+            return []
+        self._drivers[key] = version
+        message = (
+            f"NVIDIA driver {version}"
+            if previous is None
+            else f"NVIDIA driver changed from {previous} to {version}"
+        )
+        labels = {"host": host, "source": self.name} if host else {"source": self.name}
+        return [event(reading.ts, "driver_version", message, labels)]
+
+    def close(self) -> None:
+        """Stop the scraper threads and close their HTTP clients (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        join_s = (self._timeout_s + self._backoff_s * 2**self._retries) * (self._retries + 1)
+        for scraper in self._scrapers:
+            scraper.close(join_s)
