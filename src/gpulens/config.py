@@ -128,6 +128,41 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0.01,
         maximum=1e6,
     ),
+    Setting("nvidia_smi.binary", str, "nvidia-smi", "The nvidia-smi command to run."),
+    Setting(
+        "nvidia_smi.mode",
+        str,
+        "xml",
+        "xml: `nvidia-smi -q -x` (GPUs, MIG, processes); csv: `--query-gpu` (GPUs only, cheaper).",
+        choices=("xml", "csv"),
+    ),
+    Setting(
+        "dcgm.urls",
+        list,
+        [],
+        "dcgm-exporter /metrics URLs to scrape, e.g. http://127.0.0.1:9400/metrics.",
+    ),
+    Setting(
+        "dcgm.timeout_seconds",
+        float,
+        2.0,
+        "Timeout of one dcgm-exporter request.",
+        minimum=0.1,
+        maximum=60.0,
+    ),
+    Setting("procs.proc_root", str, "/proc", "Where the process table is mounted."),
+    Setting(
+        "procs.hpc_job_mapping_dir",
+        str,
+        None,
+        "dcgm-exporter style job mapping: one file per GPU index listing the job ids on it.",
+    ),
+    Setting(
+        "procs.pod_labels_file",
+        str,
+        None,
+        "JSON file mapping pod UID to pod, namespace, container and labels.",
+    ),
 )
 
 BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}

@@ -1,0 +1,1 @@
+"""Host CPU, memory, disk and network readings, and host-side counters of GPU processes."""
