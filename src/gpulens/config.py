@@ -73,7 +73,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "collect.collectors",
         list,
-        ["simulated"],
+        ["nvml", "host"],
         "Sources to read, in order.",
         item_choices=COLLECTOR_NAMES,
     ),

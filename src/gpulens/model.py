@@ -41,6 +41,7 @@ LABEL_KEYS: tuple[str, ...] = (
     "job_id",
     "container",
     "pod",
+    "pod_uid",
     "namespace",
     "engine",
     "source",

@@ -156,3 +156,79 @@ def test_doctor_explains_each_source() -> None:
     result = run("doctor")
     assert result.returncode == 0, result.stderr
     assert "simulated" in result.stdout and "nvml" in result.stdout
+
+
+def test_ingest_a_dcgm_page_and_nvidia_smi_xml(tmp_path: Path, shared: Path) -> None:
+    t4 = (
+        shared
+        / "data/telemetry/cncf_k8s-ai-conformance/v1.35/ericsson-ccd/accelerator_metrics.prom"
+    )
+    a100 = (
+        shared
+        / "data/telemetry/influxdata_telegraf/plugins/inputs/nvidia_smi/testdata"
+        / "a100-sxm4-v12.xml"
+    )
+    store = tmp_path / "store"
+    result = run(
+        "ingest",
+        str(t4),
+        str(a100),
+        "--data-dir",
+        str(store),
+        "--host",
+        "lab",
+        "--time",
+        "2026-11-29T12:00:00Z",
+    )
+    assert result.returncode == 0, result.stderr
+    sql = (
+        "SELECT gpu_model, gpu_util_ratio, graphics_active_ratio, tensor_active_ratio, "
+        "power_watts, sm_clock_hertz, mig_instance, epoch_ns(ts) AS ts FROM gpu "
+        "ORDER BY gpu_model, mig_instance NULLS FIRST"
+    )
+    rows = json.loads(run("query", sql, "--data-dir", str(store), "--format", "json").stdout)
+    t4_row = next(r for r in rows if r["gpu_model"] == "Tesla T4")
+    # The canonical "looks busy, is wasted" GPU: 91 % duty cycle, 16 % engine, 0.6 % tensor.
+    assert t4_row["gpu_util_ratio"] == pytest.approx(0.91, abs=1e-3)
+    assert t4_row["graphics_active_ratio"] == pytest.approx(0.156205, abs=1e-4)
+    assert t4_row["tensor_active_ratio"] == pytest.approx(0.005822, abs=1e-4)
+    assert t4_row["power_watts"] == pytest.approx(68.244, abs=0.01)
+    assert t4_row["sm_clock_hertz"] == pytest.approx(6.6e8, rel=1e-6)
+    assert t4_row["ts"] == 1_795_953_600_000_000_000
+    migs = [r["mig_instance"] for r in rows if r["mig_instance"] is not None]
+    assert sorted(migs) == ["3", "4", "5", "6"]
+
+
+def test_ingest_rejects_a_corrupt_file_and_stores_nothing(tmp_path: Path, shared: Path) -> None:
+    good = (
+        shared
+        / "data/telemetry/cncf_k8s-ai-conformance/v1.35/ericsson-ccd/accelerator_metrics.prom"
+    )
+    bad = tmp_path / "truncated.xml"
+    bad.write_text('<?xml version="1.0" ?>\n<nvidia_smi_log>\n<gpu id="0">\n<product_name>T4')
+    store = tmp_path / "store"
+    result = run("ingest", str(good), str(bad), "--data-dir", str(store))
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "truncated.xml" in result.stderr and "line" in result.stderr
+    assert not list(store.rglob("*.parquet"))
+
+
+def test_record_the_host_of_this_machine(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    env = {"GPULENS_COLLECT_COLLECTORS": "host", "GPULENS_COLLECT_INTERVAL_SECONDS": "0.5"}
+    result = run("record", "--data-dir", str(store), "--duration", "2", env=env)
+    assert result.returncode == 0, result.stderr
+    sql = "SELECT count(*) n, max(host_cpu_count) cpus, max(host_memory_total_bytes) mem FROM host"
+    row = json.loads(run("query", sql, "--data-dir", str(store), "--format", "json").stdout)[0]
+    assert row["n"] >= 4 and row["cpus"] >= 1 and row["mem"] > 1e8
+
+
+def test_record_without_a_gpu_driver_says_what_to_install(tmp_path: Path) -> None:
+    env = {"GPULENS_COLLECT_COLLECTORS": "nvml"}
+    result = run("record", "--data-dir", str(tmp_path), "--duration", "1", env=env)
+    if result.returncode == 0:
+        pytest.skip("this machine has a working NVIDIA driver")
+    assert result.returncode == 3
+    assert "nvidia-ml-py" in result.stderr or "driver" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -34,10 +34,11 @@ from gpulens.clock import PacedClock, SystemClock
 from gpulens.collect.probe import probe_all
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import Config, load_config
-from gpulens.errors import GpulensError
+from gpulens.errors import ConfigError, GpulensError
 from gpulens.pipeline.scheduler import TickResult
 from gpulens.present import session, views
 from gpulens.present.generate import generate
+from gpulens.present.ingest import ingest as run_ingest
 
 app = typer.Typer(
     add_completion=False,
@@ -294,6 +295,59 @@ def record(
     err.print(f"{result.ticks} ticks, {result.readings:,} readings, {errors} collector errors")
 
 
+def _cell(value: object) -> str:
+    """A query result cell for the table format: floats to 6 significant digits."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+class CaptureFormat(StrEnum):
+    dcgm_exporter = "dcgm-exporter"
+    nvidia_smi_xml = "nvidia-smi-xml"
+    nvidia_smi_csv = "nvidia-smi-csv"
+
+
+@app.command()
+def ingest(
+    files: Annotated[list[Path], typer.Argument(help="Captured files to store.")],
+    format: Annotated[
+        CaptureFormat | None,
+        typer.Option(help="Format of the files (default: detected from the content)."),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Host name for readings that carry none.")
+    ] = None,
+    time: Annotated[
+        str | None,
+        typer.Option(help="Timestamp of the capture, ISO 8601 (default: each file's mtime)."),
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="The store to write to.")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+) -> None:
+    """Store captured dcgm-exporter pages or nvidia-smi output as readings."""
+    cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
+    ts_ns = None
+    if time is not None:
+        try:
+            moment = datetime.fromisoformat(time)
+        except ValueError:
+            raise ConfigError(
+                f"--time {time!r} is not an ISO 8601 time: use e.g. 2026-11-29T14:00:00Z"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        ts_ns = int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+    result = run_ingest(cfg, files, format.value if format else None, host or cfg.host, ts_ns)
+    skipped = sum(result.skipped.values())
+    out.print(
+        f"stored {result.readings:,} readings from {result.files} file(s) into {cfg.data_dir}"
+        + (f" ({skipped} series skipped: {dict(result.skipped)})" if skipped else "")
+    )
+
+
 class Format(StrEnum):
     table = "table"
     csv = "csv"
@@ -328,19 +382,22 @@ def query(
         for name in result.column_names:
             table.add_column(name)
         for row in rows:
-            table.add_row(*("" if v is None else str(v) for v in row.values()))
+            table.add_row(*(_cell(v) for v in row.values()))
         out.print(table)
 
 
 @app.command()
-def doctor() -> None:
+def doctor(
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+) -> None:
     """Say, for every source, whether it works here and what would make it work."""
+    cfg = load_config(config)
     table = Table(title="gpulens sources on this machine", title_justify="left")
     table.add_column("source")
     table.add_column("works")
     table.add_column("detail")
     table.add_column("to make it work")
-    for status in probe_all():
+    for status in probe_all(cfg.get("dcgm.urls"), cfg.get("nvidia_smi.binary")):
         table.add_row(
             status.name,
             "[green]yes[/green]" if status.works else "[red]no[/red]",

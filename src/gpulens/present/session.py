@@ -9,10 +9,16 @@ from pathlib import Path
 
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
+from gpulens.collect.dcgm.collector import DcgmExporterCollector
+from gpulens.collect.host.collector import HostCollector
+from gpulens.collect.nvidia_smi import NvidiaSmiCollector
 from gpulens.collect.nvml.collector import NvmlCollector
+from gpulens.collect.procs.attribution import ProcAttribution
+from gpulens.collect.procs.identity import ProcessIdentity
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import Config
 from gpulens.errors import ConfigError, SourceUnavailable
+from gpulens.model import Kind, Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import MaintenanceThread, SegmentWriter, Store, WriterStats, maintain
@@ -44,7 +50,18 @@ def fleet_collectors(fleet: SimulatedFleet, clock: Clock) -> list[Collector]:
     return collectors
 
 
-def nvml_collector(cfg: Config) -> Collector:
+def attribution(cfg: Config) -> ProcAttribution:
+    """PID → user, container, pod, job and engine, from the `procs.*` settings."""
+    hpc = cfg.get("procs.hpc_job_mapping_dir")
+    pods = cfg.get("procs.pod_labels_file")
+    return ProcAttribution(
+        Path(cfg.get("procs.proc_root")),
+        hpc_job_mapping_dir=Path(hpc) if hpc else None,
+        pod_labels_file=Path(pods) if pods else None,
+    )
+
+
+def nvml_collector(cfg: Config, identity: ProcessIdentity | None = None) -> NvmlCollector:
     """The NVML collector over the real driver; SourceUnavailable says what is missing."""
     from gpulens.collect.nvml.binding import NvmlLibraryMissing
     from gpulens.collect.nvml.pynvml_binding import PynvmlBinding
@@ -53,22 +70,68 @@ def nvml_collector(cfg: Config) -> Collector:
         binding = PynvmlBinding()
     except NvmlLibraryMissing as exc:
         raise SourceUnavailable(f"collector 'nvml': {exc}") from None
-    return NvmlCollector(binding, cfg.host)
+    return NvmlCollector(binding, cfg.host, identity)
+
+
+class GpuPidTap:
+    """Passes a GPU collector's readings through and remembers the PIDs of its processes, so
+    the host collector can report host-side CPU, memory and I/O for exactly those."""
+
+    def __init__(self, inner: Collector) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.pids: set[int] = set()
+
+    def collect(self, now_ns: int) -> list[Reading]:
+        readings = list(self.inner.collect(now_ns))
+        self.pids = {
+            int(r.labels["pid"])
+            for r in readings
+            if r.kind is Kind.PROCESS and r.labels.get("pid", "").isdigit()
+        }
+        return readings
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def build_collectors(cfg: Config, clock: Clock) -> list[Collector]:
     """The collectors named in `collect.collectors`, in order."""
+    names = cfg.get("collect.collectors")
     collectors: list[Collector] = []
-    for name in cfg.get("collect.collectors"):
+    identity = attribution(cfg) if {"nvml", "host"} & set(names) else None
+    gpu_sources: list[GpuPidTap] = []
+    for name in names:
         if name == "simulated":
             collectors += fleet_collectors(simulated_fleet(cfg, clock.now_ns()), clock)
         elif name == "nvml":
-            collectors.append(nvml_collector(cfg))
-        else:
-            raise SourceUnavailable(
-                f"collector {name!r} is not available in this version of gpulens; "
-                "use 'simulated' or 'nvml' in collect.collectors"
+            tap = GpuPidTap(nvml_collector(cfg, identity))
+            gpu_sources.append(tap)
+            collectors.append(tap)
+        elif name == "nvidia_smi":
+            tap = GpuPidTap(
+                NvidiaSmiCollector(
+                    cfg.host, binary=cfg.get("nvidia_smi.binary"), mode=cfg.get("nvidia_smi.mode")
+                )
             )
+            gpu_sources.append(tap)
+            collectors.append(tap)
+        elif name == "dcgm":
+            urls = cfg.get("dcgm.urls")
+            if not urls:
+                raise ConfigError(
+                    "collector 'dcgm' needs at least one dcgm-exporter URL: set dcgm.urls, "
+                    'e.g. urls = ["http://127.0.0.1:9400/metrics"] under [dcgm]'
+                )
+            collectors.append(
+                DcgmExporterCollector(urls, timeout_s=cfg.get("dcgm.timeout_seconds"), clock=clock)
+            )
+        elif name == "host":
+
+            def gpu_pids(taps: list[GpuPidTap] = gpu_sources) -> set[int]:
+                return set().union(*(t.pids for t in taps)) if taps else set()
+
+            collectors.append(HostCollector(cfg.host, gpu_pids=gpu_pids, identity=identity))
     return collectors
 
 

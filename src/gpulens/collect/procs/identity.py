@@ -19,6 +19,7 @@ IDENTITY_LABELS: tuple[str, ...] = (
     "job_id",
     "container",
     "pod",
+    "pod_uid",
     "namespace",
     "engine",
 )
