@@ -1,0 +1,122 @@
+"""The interval frame: the one table analysis works on.
+
+One row per GPU entity (a whole GPU or a MIG instance) per interval of `step_s` seconds,
+built from the store by `gpulens.store.frames.gpu_intervals` (or by hand in tests and
+importers) as a `pyarrow.Table`. Analysis functions take such tables and return tables or
+records; they never read files. A column whose source metric is missing holds nulls, never 0.
+
+Column groups (names are the contract; types in parentheses):
+- time: `start_ns` (int64, interval start, UTC ns), `step_s` (float64, interval length),
+  `samples` (int64, readings that fell in the interval);
+- identity (string): `host`, `gpu_uuid`, `gpu_index`, `gpu_model`, `mig_instance`,
+  `parent_uuid`;
+- attribution (string, from the process holding most GPU memory in the interval; null when no
+  process): `pid`, `process_name`, `user`, `project`, `team`, `job_id`, `container`, `pod`,
+  `namespace`, `engine`; and `processes` (int64, distinct processes seen);
+- means over the interval (float64, base units): `duty` (gpu_util_ratio), `mem_copy`,
+  `graphics_active`, `sm_active`, `sm_occupancy`, `tensor_active`, `dram_active`,
+  `fp32_active`, `fp16_active`, `fp64_active`, `pcie_rx_bps`, `pcie_tx_bps`, `nvlink_bps`
+  (rx + tx), `sm_clock_hz`, `power_w`, `temperature_c`;
+- spread within the interval (float64): `sm_active_min`, `sm_active_max`, `duty_min`;
+- level facts (float64): `sm_clock_max_hz`, `power_limit_w`, `memory_total_bytes`,
+  `memory_used_bytes` (max), `memory_used_first` and `memory_used_last` (first and last
+  sample, for growth), `process_memory_bytes` (max of the summed process memory);
+- energy (float64): `energy_j` (counter increase over the interval; null without a counter),
+  `energy_power_j` (power mean × step_s, the fallback estimate);
+- throttling (float64, fraction of samples with the flag set): `throttle_power`,
+  `throttle_thermal`, `clock_idle`;
+- host and application context (float64, null when not reported): `host_cpu` (host CPU busy
+  ratio), `host_iowait`, `data_wait` (the job's app_data_wait_ratio), `tokens_per_s`,
+  `model_parameters`, `kernel_launches_per_s`, `latency_p50_s`.
+"""
+
+from __future__ import annotations
+
+TIME_COLUMNS: tuple[str, ...] = ("start_ns", "step_s", "samples")
+IDENTITY_COLUMNS: tuple[str, ...] = (
+    "host",
+    "gpu_uuid",
+    "gpu_index",
+    "gpu_model",
+    "mig_instance",
+    "parent_uuid",
+)
+ATTRIBUTION_COLUMNS: tuple[str, ...] = (
+    "pid",
+    "process_name",
+    "user",
+    "project",
+    "team",
+    "job_id",
+    "container",
+    "pod",
+    "namespace",
+    "engine",
+)
+MEAN_COLUMNS: dict[str, str] = {
+    # frame column → catalog metric averaged over the interval
+    "duty": "gpu_util_ratio",
+    "mem_copy": "mem_copy_util_ratio",
+    "graphics_active": "graphics_active_ratio",
+    "sm_active": "sm_active_ratio",
+    "sm_occupancy": "sm_occupancy_ratio",
+    "tensor_active": "tensor_active_ratio",
+    "dram_active": "dram_active_ratio",
+    "fp32_active": "fp32_active_ratio",
+    "fp16_active": "fp16_active_ratio",
+    "fp64_active": "fp64_active_ratio",
+    "pcie_rx_bps": "pcie_rx_bytes_per_second",
+    "pcie_tx_bps": "pcie_tx_bytes_per_second",
+    "sm_clock_hz": "sm_clock_hertz",
+    "power_w": "power_watts",
+    "temperature_c": "temperature_celsius",
+}
+SPREAD_COLUMNS: tuple[str, ...] = ("sm_active_min", "sm_active_max", "duty_min")
+LEVEL_COLUMNS: tuple[str, ...] = (
+    "sm_clock_max_hz",
+    "power_limit_w",
+    "memory_total_bytes",
+    "memory_used_bytes",
+    "memory_used_first",
+    "memory_used_last",
+    "process_memory_bytes",
+    "nvlink_bps",
+)
+ENERGY_COLUMNS: tuple[str, ...] = ("energy_j", "energy_power_j")
+THROTTLE_COLUMNS: tuple[str, ...] = ("throttle_power", "throttle_thermal", "clock_idle")
+CONTEXT_COLUMNS: tuple[str, ...] = (
+    "host_cpu",
+    "host_iowait",
+    "data_wait",
+    "tokens_per_s",
+    "model_parameters",
+    "kernel_launches_per_s",
+    "latency_p50_s",
+)
+
+ALL_COLUMNS: tuple[str, ...] = (
+    TIME_COLUMNS
+    + IDENTITY_COLUMNS
+    + ATTRIBUTION_COLUMNS
+    + ("processes",)
+    + tuple(MEAN_COLUMNS)
+    + SPREAD_COLUMNS
+    + LEVEL_COLUMNS
+    + ENERGY_COLUMNS
+    + THROTTLE_COLUMNS
+    + CONTEXT_COLUMNS
+)
+
+# The states an interval can be in (analyze/efficiency.py assigns exactly one).
+STATES: tuple[str, ...] = (
+    "idle_unallocated",
+    "idle_allocated",
+    "hollow_busy",
+    "memory_bound",
+    "compute_tensor",
+    "compute_fp32",
+    "input_bound",
+    "comm_bound",
+    "throttled",
+    "warmup",
+)
