@@ -246,6 +246,24 @@ GPU_METRICS: tuple[Metric, ...] = (
         dcgm_name="DCGM_FI_PROF_NVLINK_RX_BYTES",
         resolution=1024.0,
     ),
+    _gc(
+        "nvlink_tx_bytes_total",
+        "bytes",
+        "NVLink data transmitted over all links (payload, no protocol overhead), a counter; "
+        "its rate fills nvlink_tx_bytes_per_second where GPM does not give it.",
+        nvml="NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX",
+        resolution=1024.0,
+        rate="nvlink_tx_bytes_per_second",
+    ),
+    _gc(
+        "nvlink_rx_bytes_total",
+        "bytes",
+        "NVLink data received over all links (payload, no protocol overhead), a counter; "
+        "its rate fills nvlink_rx_bytes_per_second where GPM does not give it.",
+        nvml="NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX",
+        resolution=1024.0,
+        rate="nvlink_rx_bytes_per_second",
+    ),
     # Memory.
     _g(
         "memory_total_bytes",
@@ -518,6 +536,13 @@ GPU_METRICS: tuple[Metric, ...] = (
         nvml="nvmlDeviceGetRemappedRows",
         dcgm=394,
         dcgm_name="DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        resolution=1.0,
+    ),
+    _g(
+        "row_remap_pending",
+        "bool",
+        "Set (1) when a row remapping waits for a GPU reset to take effect.",
+        nvml="nvmlDeviceGetRemappedRows",
         resolution=1.0,
     ),
     _g(

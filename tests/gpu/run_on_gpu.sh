@@ -1,20 +1,64 @@
 #!/usr/bin/env bash
-# Runs the GPU tests on a machine with an NVIDIA GPU: one prepared call.
-# Creates a fresh virtual environment, prints what the machine has, runs `pytest -m gpu`,
-# and records a short real recording with `gpulens record --collectors nvml`.
-set -euo pipefail
+# The GPU check, one prepared call on a machine with an NVIDIA GPU and no network:
+#   bash tests/gpu/run_on_gpu.sh          (outputs under $OUT when set, else a temp dir)
+# Uses the machine's python3 (torch, nvidia-ml-py, pyarrow, psutil... installed) with
+# PYTHONPATH=src; duckdb and orjson come from wheels in .whl/ when present (no pip from the
+# network). Steps: GPUs and driver; `pytest -m gpu tests/gpu`; a 60 s `gpulens record` with
+# the nvml collector while a bf16 matmul loop and a data-starved loop run; then what gpulens
+# measured per workload. Total well under 5 minutes.
+set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT_DIR="${OUT:-$(mktemp -d)}"
-PY="${PYTHON:-python3}"
-"$PY" -m venv .venv-gpu
-.venv-gpu/bin/python -m pip install --quiet --upgrade pip
-.venv-gpu/bin/python -m pip install --quiet -e '.[dev]'
-nvidia-smi -L || true
-.venv-gpu/bin/gpulens doctor | tee "$OUT_DIR/doctor.txt"
-.venv-gpu/bin/python -m pytest -m gpu tests/gpu -v -p no:cacheprovider 2>&1 | tee "$OUT_DIR/pytest-gpu.txt"
-GPULENS_COLLECT_COLLECTORS=nvml .venv-gpu/bin/gpulens record --data-dir "$OUT_DIR/store" \
-  --duration 20 2>&1 | tee "$OUT_DIR/record.txt"
-.venv-gpu/bin/gpulens query --data-dir "$OUT_DIR/store" \
-  "SELECT gpu_model, count(*) n, avg(gpu_util_ratio) duty, avg(sm_active_ratio) sm,
-          avg(tensor_active_ratio) tensor, avg(power_watts) w FROM gpu GROUP BY 1" \
-  | tee "$OUT_DIR/query.txt"
+mkdir -p "$OUT_DIR"
+PY=python3
+export PYTHONPATH=src
+if compgen -G ".whl/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | tail -2
+  export PYTHONPATH="src:/tmp/site"
+fi
+status=0
+
+echo "== GPUs and driver"
+{ nvidia-smi -L; nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit \
+    --format=csv; "$PY" -c 'import pynvml, torch; print("nvidia-ml-py", pynvml.__version__ if hasattr(pynvml, "__version__") else "?", "torch", torch.__version__, "cuda", torch.version.cuda)'; } \
+  2>&1 | tee "$OUT_DIR/gpus.txt"
+
+echo "== pytest -m gpu"
+timeout 150 "$PY" -m pytest -m gpu tests/gpu -v -p no:cacheprovider -rs 2>&1 \
+  | tee "$OUT_DIR/pytest-gpu.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== 60 s recording with two workloads"
+DATA="$OUT_DIR/store"
+WL="$OUT_DIR/workloads.jsonl"
+rm -rf "$DATA" "$WL"
+GPULENS_COLLECT_COLLECTORS=nvml GPULENS_COLLECT_INTERVAL_SECONDS=1 \
+  timeout 90 "$PY" -m gpulens record --data-dir "$DATA" --duration 60 \
+  >"$OUT_DIR/record.txt" 2>&1 &
+REC=$!
+sleep 4
+NGPU=$(nvidia-smi -L | grep -c '^GPU ' || true)
+if [ "${NGPU:-1}" -ge 2 ]; then  # side by side on two GPUs, ~50 s each
+  CUDA_VISIBLE_DEVICES=0 timeout 70 "$PY" tests/gpu/workload.py matmul 48 "$WL" &
+  W1=$!
+  CUDA_VISIBLE_DEVICES=1 timeout 70 "$PY" tests/gpu/workload.py starved 48 "$WL" &
+  W2=$!
+  wait "$W1" "$W2"
+else  # one GPU: one after the other, so each has the GPU's counters to itself
+  CUDA_VISIBLE_DEVICES=0 timeout 40 "$PY" tests/gpu/workload.py matmul 24 "$WL"
+  CUDA_VISIBLE_DEVICES=0 timeout 40 "$PY" tests/gpu/workload.py starved 24 "$WL"
+fi 2>&1 | tee "$OUT_DIR/workloads.txt"
+wait "$REC" || status=1
+cat "$OUT_DIR/record.txt"
+
+echo "== what gpulens measured per workload"
+"$PY" -m gpulens query --data-dir "$DATA" --format csv \
+  "SELECT epoch_ns(ts) AS ts_ns, * FROM gpu ORDER BY ts" >"$OUT_DIR/gpu.csv" || status=1
+"$PY" -m gpulens query --data-dir "$DATA" --format csv \
+  "SELECT epoch_ns(ts) AS ts_ns, * FROM process ORDER BY ts" >"$OUT_DIR/process.csv" || status=1
+"$PY" -m gpulens query --data-dir "$DATA" --format csv \
+  "SELECT event, message FROM event" | head -20 | tee "$OUT_DIR/events.csv"
+"$PY" tests/gpu/summarize.py "$WL" "$OUT_DIR/gpu.csv" "$OUT_DIR/process.csv" \
+  | tee "$OUT_DIR/summary.md" || status=1
+echo "outputs in $OUT_DIR"
+exit "$status"

@@ -5,7 +5,8 @@ nvidia-ml-py) for real GPUs, and `gpulens.collect.simulated.SimulatedBinding` fo
 fleet. Everything above this protocol (the collector, the parse, the rates) is the same code
 for both, so the demo and the tests exercise the path real GPUs take.
 
-Units are NVML's: percent, mW, mJ, MHz, bytes, KB/s, MiB/s (GPM), microsecond timestamps.
+Units are NVML's: percent, mW, mJ, MHz, °C, bytes, KB/s, KiB (NVLink counters), MiB/s (GPM),
+microsecond timestamps.
 A call a device cannot answer raises `NvmlNotSupported`; a device that fell off the bus raises
 `NvmlGpuLost`; anything else raises `NvmlError`.
 """
@@ -100,6 +101,24 @@ class ProcessUtilSample:
 
 
 @dataclass(frozen=True, slots=True)
+class RemappedRows:
+    """nvmlDeviceGetRemappedRows: rows remapped so far, and the pending / failure flags."""
+
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkCounters:
+    """NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX summed over the device's links: KiB counters."""
+
+    tx_kib: int
+    rx_kib: int
+
+
+@dataclass(frozen=True, slots=True)
 class XidEvent:
     """An XID (or other critical) event from the event set."""
 
@@ -124,6 +143,14 @@ PCIE_RX = 1
 # Violation policies (nvmlPerfPolicyType_t).
 PERF_POLICY_POWER = 0
 PERF_POLICY_THERMAL = 1
+
+# Temperature thresholds (nvmlTemperatureThresholds_t).
+TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+
+# ECC error types (nvmlMemoryErrorType_t); counts are always the volatile ones.
+ECC_CORRECTED = 0
+ECC_UNCORRECTED = 1
 
 
 @runtime_checkable
@@ -171,11 +198,45 @@ class NvmlBinding(Protocol):
 
     def performance_state(self, uuid: str) -> int: ...
 
+    def encoder_utilization_percent(self, uuid: str) -> int:
+        """nvmlDeviceGetEncoderUtilization: NVENC busy percent over its sampling period."""
+        ...
+
+    def decoder_utilization_percent(self, uuid: str) -> int:
+        """nvmlDeviceGetDecoderUtilization: NVDEC busy percent over its sampling period."""
+        ...
+
+    def memory_temperature_c(self, uuid: str) -> int:
+        """Field value NVML_FI_DEV_MEMORY_TEMP (HBM); GDDR parts answer 0 or NOT_SUPPORTED."""
+        ...
+
+    def temperature_threshold_c(self, uuid: str, threshold: int) -> int:
+        """nvmlDeviceGetTemperatureThreshold (TEMPERATURE_THRESHOLD_SLOWDOWN, ...)."""
+        ...
+
+    def enforced_power_limit_mw(self, uuid: str) -> int:
+        """nvmlDeviceGetEnforcedPowerLimit: the limit after all limiters, read live."""
+        ...
+
+    def total_ecc_errors(self, uuid: str, error_type: int) -> int:
+        """nvmlDeviceGetTotalEccErrors(error_type, VOLATILE): errors since the driver loaded."""
+        ...
+
+    def pcie_replay_counter(self, uuid: str) -> int: ...
+
+    def remapped_rows(self, uuid: str) -> RemappedRows: ...
+
+    def nvlink_throughput_kib(self, uuid: str) -> NvlinkCounters:
+        """NVLink data TX/RX KiB counters over all links; NvmlNotSupported without NVLink."""
+        ...
+
     def pcie_throughput_kbps(self, uuid: str, counter: int) -> int: ...
 
     def violation_time_ns(self, uuid: str, policy: int) -> int: ...
 
     def compute_processes(self, uuid: str) -> Sequence[ProcessInfo]: ...
+
+    def graphics_processes(self, uuid: str) -> Sequence[ProcessInfo]: ...
 
     def process_utilization(self, uuid: str, since_us: int) -> Sequence[ProcessUtilSample]:
         """Samples newer than `since_us`; empty when there are none (NVML's NOT_FOUND)."""
@@ -188,7 +249,10 @@ class NvmlBinding(Protocol):
     # -- GPM (Hopper and newer, whole GPUs and MIG instances) -------------------------------------
     def gpm_supported(self, uuid: str) -> bool: ...
 
-    def gpm_sample(self, uuid: str) -> GpmSample: ...
+    def gpm_sample(self, uuid: str) -> GpmSample:
+        """A GPM sample of a whole GPU, or of a MIG instance (nvmlGpmMigSampleGet on its parent
+        with its GPU instance id)."""
+        ...
 
     def gpm_metrics(
         self, first: GpmSample, second: GpmSample, metric_ids: Sequence[int]

@@ -4,11 +4,15 @@ Inventory and capability set-up happen once; each tick walks a prepared list of 
 device. A call that raises `NvmlNotSupported` switches that capability off for the device for
 good (its metrics stay absent, never 0). `NvmlGpuLost` emits one event and retires the device.
 Any other `NvmlError` leaves that call's metrics out of this tick and is counted in `errors`.
+
+Process identity is asked every tick (the resolver caches per pid and start time, so a reused
+PID gets the new process's labels); when the resolver also has `jobs_for_gpu`, GPU readings
+and process readings without a `job_id` get the batch job(s) holding the GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
@@ -19,10 +23,13 @@ from gpulens.collect.nvml import parse
 from gpulens.collect.nvml.binding import (
     CLOCK_MEM,
     CLOCK_SM,
+    ECC_CORRECTED,
+    ECC_UNCORRECTED,
     PCIE_RX,
     PCIE_TX,
     PERF_POLICY_POWER,
     PERF_POLICY_THERMAL,
+    TEMPERATURE_THRESHOLD_SLOWDOWN,
     DeviceInfo,
     GpmSample,
     NvmlBinding,
@@ -30,12 +37,14 @@ from gpulens.collect.nvml.binding import (
     NvmlGpuLost,
     NvmlLibraryMissing,
     NvmlNotSupported,
+    ProcessInfo,
     ProcessUtilSample,
 )
 from gpulens.collect.procs.identity import NoIdentity, ProcessIdentity
 from gpulens.errors import CollectError, SourceUnavailable
 from gpulens.model import FrozenLabels, Kind, Reading
 
+_NO_IDENTITY: Mapping[str, str] = MappingProxyType({})
 _INSTALL_HINT = (
     "install an NVIDIA driver (it provides libnvidia-ml.so) and the Python bindings with "
     "`pip install nvidia-ml-py`, or run with the simulated fleet"
@@ -58,7 +67,20 @@ _SCALAR_READS: tuple[tuple[str, str, str, int | None, Convert], ...] = (
      parse.violation_seconds),
     ("thermal_violation", "thermal_violation_seconds_total", "violation_time_ns",
      PERF_POLICY_THERMAL, parse.violation_seconds),
+    ("encoder", "enc_util_ratio", "encoder_utilization_percent", None, parse.util_ratio),
+    ("decoder", "dec_util_ratio", "decoder_utilization_percent", None, parse.util_ratio),
+    ("memory_temperature", "memory_temperature_celsius", "memory_temperature_c", None,
+     parse.memory_temperature_celsius),
+    ("power_limit", "power_limit_watts", "enforced_power_limit_mw", None, parse.power_limit_watts),
+    ("ecc_corrected", "ecc_sbe_volatile_total", "total_ecc_errors", ECC_CORRECTED,
+     parse.count_total),
+    ("ecc_uncorrected", "ecc_dbe_volatile_total", "total_ecc_errors", ECC_UNCORRECTED,
+     parse.count_total),
+    ("pcie_replay", "pcie_replay_total", "pcie_replay_counter", None, parse.count_total),
 )  # fmt: skip
+
+# Process label cache entry: (what the resolver returned, job from the GPU, labels built).
+_ProcEntry = tuple[Mapping[str, str], str, FrozenLabels]
 
 
 @dataclass(slots=True, eq=False)
@@ -74,7 +96,10 @@ class _Device:
     lost: bool = False
     gpm_prev: GpmSample | None = None
     proc_since_us: int = 0
-    proc_labels: dict[int, Mapping[str, str]] = field(default_factory=dict)
+    proc_labels: dict[int, _ProcEntry] = field(default_factory=dict)
+    job_file: str | None = None  # the hpc job mapping file name: "0", or "0.1" for a MIG GI
+    job: str = ""
+    job_labels: Mapping[str, str] | None = None
     energy_j: float | None = None
     power_prev: tuple[int, float] | None = None
     xid_last: float | None = None
@@ -101,6 +126,8 @@ class NvmlCollector:
         self._binding = binding
         self._host = host
         self._identity: ProcessIdentity = identity if identity is not None else NoIdentity()
+        jobs = getattr(self._identity, "jobs_for_gpu", None)
+        self._jobs_for_gpu: Callable[[str], Sequence[str]] | None = jobs if callable(jobs) else None
         self._version_check_ns = units.s_to_ns(version_check_s)
         self._host_labels: Mapping[str, str] = MappingProxyType({"host": host, "source": name})
         self._versions: dict[str, str] | None = None
@@ -160,7 +187,12 @@ class NvmlCollector:
         except NvmlError:
             self._count("gpm")
             caps["gpm"] = False
-        return _Device(info, labels, parse.static_values(info), caps)
+        job_file = str(info.index) if parent_index is None else None
+        if parent_index is not None and info.gpu_instance_id is not None:
+            job_file = f"{parent_index}.{info.gpu_instance_id}"
+        dev = _Device(info, labels, parse.static_values(info), caps, job_file=job_file)
+        dev.job_labels = labels
+        return dev
 
     def _readers(self, dev: _Device) -> list[tuple[str, Reader]]:
         """The per-tick calls of one device, built once; order matters (GPM before PCIe)."""
@@ -194,6 +226,22 @@ class NvmlCollector:
                     dev.caps[metric] = metric in got
             v.update(got)
 
+        def slowdown(v: Values) -> None:
+            """A fixed threshold: read until it answers once, then kept as a static value."""
+            value = parse.temperature_celsius(
+                b.temperature_threshold_c(uuid, TEMPERATURE_THRESHOLD_SLOWDOWN)
+            )
+            if value is None:
+                return
+            v["slowdown_temperature_celsius"] = dev.static["slowdown_temperature_celsius"] = value
+            dev.readers = [(c, r) for c, r in dev.readers if r is not slowdown]
+
+        def remapped_rows(v: Values) -> None:
+            v.update(parse.remapped_rows_values(b.remapped_rows(uuid)))
+
+        def nvlink(v: Values) -> None:
+            v.update(parse.nvlink_values(b.nvlink_throughput_kib(uuid)))
+
         def pcie(v: Values) -> None:
             if "pcie_rx_bytes_per_second" in v:
                 return  # GPM gave the rates this tick; they beat a 20 ms snapshot
@@ -210,9 +258,14 @@ class NvmlCollector:
             table.append((cap, scalar(key, read, conv)))
         table += [
             ("clocks_event_reasons", clocks_event_reasons),
+            ("slowdown_temperature", slowdown),
+            ("remapped_rows", remapped_rows),
+            ("nvlink_counters", nvlink),
             ("gpm", gpm),
             ("pcie_throughput", pcie),
         ]
+        if dev.caps.get("power_limit", False):
+            dev.static.pop("power_limit_watts", None)  # read live each tick instead
         return [(cap, reader) for cap, reader in table if dev.caps.get(cap, False)]
 
     # -- public ---------------------------------------------------------------------------------
@@ -280,23 +333,67 @@ class NvmlCollector:
             self._integrate_energy(dev, now_ns, values)
         if dev.xid_last is not None:
             values["xid_last"] = dev.xid_last
+        if self._jobs_for_gpu is not None:
+            self._update_job(dev)
         if len(values) > len(dev.static):
-            out.append(Reading(Kind.GPU, now_ns, dev.labels, values))
-        if not dev.has_mig_children and dev.caps["processes"]:
+            out.append(Reading(Kind.GPU, now_ns, dev.job_labels or dev.labels, values))
+        if not dev.has_mig_children and (dev.caps["processes"] or dev.caps["graphics_processes"]):
             self._collect_processes(dev, now_ns, out)
+
+    def _update_job(self, dev: _Device) -> None:
+        """The batch job(s) holding the device, from the resolver's hpc job mapping."""
+        assert self._jobs_for_gpu is not None
+        if dev.job_file is None:
+            return
+        try:
+            job = ",".join(self._jobs_for_gpu(dev.job_file))
+        except Exception:  # a resolver never breaks a collection
+            self._count("jobs_for_gpu")
+            return
+        if job != dev.job or dev.job_labels is None:
+            dev.job = job
+            dev.job_labels = FrozenLabels({**dev.labels, "job_id": job}) if job else dev.labels
+
+    def _process_list(
+        self,
+        dev: _Device,
+        cap: str,
+        read: Callable[[str], Sequence[ProcessInfo]],
+        now_ns: int,
+        out: list[Reading],
+    ) -> Sequence[ProcessInfo] | None:
+        """One NVML process list; None when it failed (capability off, lost, or an error)."""
+        try:
+            return read(dev.info.uuid)
+        except NvmlNotSupported:
+            self._switch_off(dev, [cap], now_ns, out)
+        except NvmlGpuLost as exc:
+            self._mark_lost(dev, now_ns, exc, out)
+        except NvmlError:
+            self._count(cap)
+        return None
 
     def _collect_processes(self, dev: _Device, now_ns: int, out: list[Reading]) -> None:
         b, uuid = self._binding, dev.info.uuid
-        try:
-            procs = b.compute_processes(uuid)
-        except NvmlNotSupported:
-            self._switch_off(dev, ["processes"], now_ns, out)
-            return
-        except NvmlGpuLost as exc:
-            self._mark_lost(dev, now_ns, exc, out)
-            return
-        except NvmlError:
-            self._count("processes")
+        procs: Sequence[ProcessInfo] = ()
+        answered = False
+        if dev.caps["processes"]:
+            got = self._process_list(dev, "processes", b.compute_processes, now_ns, out)
+            if dev.lost:
+                return
+            if got is not None:
+                procs, answered = got, True
+        if dev.caps["graphics_processes"]:
+            graphics = self._process_list(
+                dev, "graphics_processes", b.graphics_processes, now_ns, out
+            )
+            if dev.lost:
+                return
+            if graphics is not None:
+                answered = True
+                if graphics:
+                    procs = parse.merge_processes(procs, graphics) if procs else graphics
+        if not answered:
             return
         latest: dict[int, ProcessUtilSample] | None = None
         if procs and dev.caps["process_utilization"]:
@@ -314,23 +411,36 @@ class NvmlCollector:
                     dev.proc_since_us, *(s.timestamp_us for s in latest.values())
                 )
         known = dev.proc_labels
-        seen: dict[int, Mapping[str, str]] = {}
+        seen: dict[int, _ProcEntry] = {}
+        identify = self._identity.identify
+        job = dev.job
         for proc in procs:
-            labels = known.get(proc.pid)
-            if labels is None:
-                labels = self._process_labels(dev, proc.pid)
-            seen[proc.pid] = labels
+            pid = proc.pid
+            try:
+                ident = identify(pid)
+            except Exception:  # a resolver never breaks a collection
+                self._count("identity")
+                ident = _NO_IDENTITY
+            entry = known.get(pid)
+            if entry is None or entry[1] != job or (entry[0] is not ident and entry[0] != ident):
+                entry = (ident, job, self._process_labels(dev, pid, ident, job))
+            seen[pid] = entry
             values = parse.process_memory_values(proc)
             if latest is not None:
-                values.update(parse.process_util_values(latest.get(proc.pid)))
-            out.append(Reading(Kind.PROCESS, now_ns, labels, values))
+                values.update(parse.process_util_values(latest.get(pid)))
+            out.append(Reading(Kind.PROCESS, now_ns, entry[2], values))
         dev.proc_labels = seen
 
-    def _process_labels(self, dev: _Device, pid: int) -> Mapping[str, str]:
+    @staticmethod
+    def _process_labels(dev: _Device, pid: int, ident: Mapping[str, str], job: str) -> FrozenLabels:
+        """Device labels, pid, then what the resolver knows (device labels win on a clash);
+        `job_id` from the GPU's job mapping only when the process has none of its own."""
         labels = dict(dev.labels)
         labels["pid"] = str(pid)
-        for key, value in self._identity.identify(pid).items():
+        for key, value in ident.items():
             labels.setdefault(key, value)
+        if job and "job_id" not in labels:
+            labels["job_id"] = job
         return FrozenLabels(labels)
 
     def _integrate_energy(self, dev: _Device, now_ns: int, values: Values) -> None:
@@ -355,6 +465,8 @@ class NvmlCollector:
             out.append(parse.energy_method_event(now_ns, dev.labels))
         if "power" in caps and dev.caps["energy_power_integral"]:
             dev.caps["energy_power_integral"] = False
+        if "power_limit" in caps:  # fall back to the limit read with the inventory, if any
+            dev.static.update(parse.static_values(dev.info))
 
     def _mark_lost(self, dev: _Device, now_ns: int, exc: NvmlError, out: list[Reading]) -> None:
         dev.lost = True

@@ -14,8 +14,10 @@ from gpulens import catalog, units
 from gpulens.collect.nvml.binding import (
     DeviceInfo,
     MemoryInfo,
+    NvlinkCounters,
     ProcessInfo,
     ProcessUtilSample,
+    RemappedRows,
     Utilization,
 )
 from gpulens.model import Reading, event
@@ -38,6 +40,8 @@ _GPM_SCALE: dict[int, tuple[str, float, bool]] = {  # private, read-only: a dict
 CAPABILITY_METRICS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "utilization": ("gpu_util_ratio", "mem_copy_util_ratio"),
+        "encoder": ("enc_util_ratio",),
+        "decoder": ("dec_util_ratio",),
         "memory": (
             "memory_total_bytes",
             "memory_free_bytes",
@@ -48,6 +52,9 @@ CAPABILITY_METRICS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "energy_counter": ("energy_joules",),
         "energy_power_integral": ("energy_joules",),
         "temperature": ("temperature_celsius",),
+        "memory_temperature": ("memory_temperature_celsius",),
+        "slowdown_temperature": ("slowdown_temperature_celsius",),
+        "power_limit": ("power_limit_watts",),
         "fan": ("fan_speed_ratio",),
         "sm_clock": ("sm_clock_hertz",),
         "memory_clock": ("memory_clock_hertz",),
@@ -61,7 +68,18 @@ CAPABILITY_METRICS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "pcie_throughput": ("pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second"),
         "power_violation": ("power_violation_seconds_total",),
         "thermal_violation": ("thermal_violation_seconds_total",),
+        "ecc_corrected": ("ecc_sbe_volatile_total",),
+        "ecc_uncorrected": ("ecc_dbe_volatile_total",),
+        "pcie_replay": ("pcie_replay_total",),
+        "remapped_rows": (
+            "remapped_rows_correctable_total",
+            "remapped_rows_uncorrectable_total",
+            "row_remap_pending",
+            "row_remap_failure",
+        ),
+        "nvlink_counters": ("nvlink_tx_bytes_total", "nvlink_rx_bytes_total"),
         "processes": ("process_memory_used_bytes",),
+        "graphics_processes": ("process_memory_used_bytes",),
         "process_utilization": (
             "process_sm_util_ratio",
             "process_mem_util_ratio",
@@ -123,6 +141,52 @@ def temperature_celsius(celsius: float) -> float | None:
 def fan_speed_ratio(percent: float) -> float | None:
     """Fan percent → ratio. Some boards report a little over 100 %; kept as NVML says."""
     return units.percent_to_ratio(percent) if 0 <= percent < _INF else None
+
+
+def util_ratio(percent: float) -> float | None:
+    """An engine's busy percent (NVENC, NVDEC) → ratio; unusable values are dropped."""
+    return units.percent_to_ratio(percent) if 0 <= percent < _INF else None
+
+
+def memory_temperature_celsius(celsius: float) -> float | None:
+    """NVML_FI_DEV_MEMORY_TEMP °C. GDDR parts answer 0 (no HBM sensor): dropped, like < 0."""
+    return float(celsius) if 0 < celsius < _INF else None
+
+
+def power_limit_watts(milliwatts: float) -> float | None:
+    """nvmlDeviceGetEnforcedPowerLimit mW → W; 0 (no limit known) is dropped."""
+    return units.milliwatts_to_watts(milliwatts) if 0 < milliwatts < _INF else None
+
+
+def count_total(count: float) -> float | None:
+    """A hardware event counter (ECC errors, PCIe replays) as a float; negatives dropped."""
+    return float(count) if 0 <= count < _INF else None
+
+
+def remapped_rows_values(rows: RemappedRows) -> dict[str, float]:
+    """nvmlDeviceGetRemappedRows → remapped-row counters and pending/failure flags (0/1)."""
+    out: dict[str, float] = {}
+    if _ok(rows.correctable):
+        out["remapped_rows_correctable_total"] = float(rows.correctable)
+    if _ok(rows.uncorrectable):
+        out["remapped_rows_uncorrectable_total"] = float(rows.uncorrectable)
+    out["row_remap_pending"] = 1.0 if rows.pending else 0.0
+    out["row_remap_failure"] = 1.0 if rows.failure else 0.0
+    return out
+
+
+def nvlink_values(counters: NvlinkCounters) -> dict[str, float]:
+    """NVLink data KiB counters (all links) → `nvlink_{tx,rx}_bytes_total` in bytes.
+
+    The pipeline's rate stage turns them into `nvlink_*_bytes_per_second` unless GPM already
+    gave those gauges in the same reading (a gauge a reading has is never overwritten).
+    """
+    out: dict[str, float] = {}
+    if _ok(counters.tx_kib):
+        out["nvlink_tx_bytes_total"] = float(counters.tx_kib) * 1024.0
+    if _ok(counters.rx_kib):
+        out["nvlink_rx_bytes_total"] = float(counters.rx_kib) * 1024.0
+    return out
 
 
 def clock_hertz(mhz: float | None) -> float | None:
@@ -191,6 +255,37 @@ def gpm_values(metrics: Mapping[int, float]) -> dict[str, float]:
         value = raw * scale
         out[name] = 1.0 if is_ratio and value > 1.0 else value
     return out
+
+
+def merge_processes(*lists: Iterable[ProcessInfo]) -> list[ProcessInfo]:
+    """Compute and graphics processes merged per pid, first-seen order.
+
+    A process that is both (a CUDA app that also renders) appears in both NVML lists with its
+    memory on the device; the larger known value is kept, never the sum (it would count the
+    same memory twice). Instance ids and name come from the first list that has them.
+    """
+    merged: dict[int, ProcessInfo] = {}
+    for procs in lists:
+        for proc in procs:
+            seen = merged.get(proc.pid)
+            if seen is None:
+                merged[proc.pid] = proc
+                continue
+            used = seen.used_gpu_memory
+            if proc.used_gpu_memory is not None and (used is None or proc.used_gpu_memory > used):
+                used = proc.used_gpu_memory
+            merged[proc.pid] = ProcessInfo(
+                pid=proc.pid,
+                used_gpu_memory=used,
+                gpu_instance_id=seen.gpu_instance_id
+                if seen.gpu_instance_id is not None
+                else proc.gpu_instance_id,
+                compute_instance_id=seen.compute_instance_id
+                if seen.compute_instance_id is not None
+                else proc.compute_instance_id,
+                name=seen.name if seen.name is not None else proc.name,
+            )
+    return list(merged.values())
 
 
 def latest_samples(samples: Iterable[ProcessUtilSample]) -> dict[int, ProcessUtilSample]:

@@ -16,12 +16,14 @@ from gpulens.collect.nvml.binding import (
     DeviceInfo,
     GpmSample,
     MemoryInfo,
+    NvlinkCounters,
     NvmlError,
     NvmlGpuLost,
     NvmlLibraryMissing,
     NvmlNotSupported,
     ProcessInfo,
     ProcessUtilSample,
+    RemappedRows,
     Utilization,
     XidEvent,
 )
@@ -46,6 +48,14 @@ _LIBRARY = {9, 12}  # DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND
 _NO_DATA = {0, 6}  # SUCCESS with nothing to return, NOT_FOUND
 _MIG_PROFILE = re.compile(r"(\d+g\.\d+gb(?:\+\w+)?)", re.IGNORECASE)
 _XID_EVENT_TYPES = 0x0000000000000008 | 0x0000000000000004  # XID critical | double-bit ECC
+_NO_ID = 0xFFFFFFFF  # NVML's "not applicable" GPU/compute instance id, and the all-links scope
+# Field ids (nvml.h; the same numbers as pynvml's NVML_FI_* constants).
+_FI_MEMORY_TEMP = 82
+_FI_NVLINK_LINK_COUNT = 91
+_FI_NVLINK_DATA_TX = 138
+_FI_NVLINK_DATA_RX = 139
+# nvmlValueType_t → the member of the c_nvmlValue_t union that holds the value.
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
 def _load() -> Any:
@@ -60,8 +70,11 @@ def _load() -> Any:
 
 def _translate(exc: Exception, call: str) -> NvmlError:
     """NVML's exception → the binding's exception family, by NVML return code."""
-    code = getattr(exc, "value", None)
-    message = f"{call}: {exc}"
+    return _error(getattr(exc, "value", None), f"{call}: {exc}")
+
+
+def _error(code: int | None, message: str) -> NvmlError:
+    """The binding's exception for NVML return `code`."""
     if code in _NOT_SUPPORTED:
         return NvmlNotSupported(message, code)
     if code in _GPU_LOST:
@@ -79,6 +92,8 @@ class PynvmlBinding:
     def __init__(self) -> None:
         self._nv = _load()
         self._handles: dict[str, Any] = {}
+        self._mig_parent: dict[str, tuple[Any, int]] = {}  # MIG uuid → (parent handle, GI id)
+        self._nvlink_request: dict[str, list[tuple[int, int]]] = {}
         self._event_set: Any = None
 
     # -- error translation --------------------------------------------------------------------
@@ -136,6 +151,9 @@ class PynvmlBinding:
         memory = self._call(nv.nvmlDeviceGetMemoryInfo, handle)
         if parent is not None:
             match = _MIG_PROFILE.search(name)
+            gi = self._optional(nv.nvmlDeviceGetGpuInstanceId, handle)
+            if gi is not None:
+                self._mig_parent[uuid] = (self._h(parent.uuid), int(gi))
             return DeviceInfo(
                 index=index,
                 uuid=uuid,
@@ -149,7 +167,7 @@ class PynvmlBinding:
                 compute_capability=parent.compute_capability,
                 mig_mode=True,
                 parent_uuid=parent.uuid,
-                gpu_instance_id=self._optional(nv.nvmlDeviceGetGpuInstanceId, handle),
+                gpu_instance_id=int(gi) if gi is not None else None,
                 compute_instance_id=self._optional(nv.nvmlDeviceGetComputeInstanceId, handle),
                 mig_profile=match.group(1) if match else None,
             )
@@ -240,26 +258,93 @@ class PynvmlBinding:
     def pcie_throughput_kbps(self, uuid: str, counter: int) -> int:
         return int(self._call(self._nv.nvmlDeviceGetPcieThroughput, self._h(uuid), counter))
 
+    def encoder_utilization_percent(self, uuid: str) -> int:
+        util, _period_us = self._call(self._nv.nvmlDeviceGetEncoderUtilization, self._h(uuid))
+        return int(util)
+
+    def decoder_utilization_percent(self, uuid: str) -> int:
+        util, _period_us = self._call(self._nv.nvmlDeviceGetDecoderUtilization, self._h(uuid))
+        return int(util)
+
+    def _fields(self, uuid: str, request: Sequence[tuple[int, int]]) -> list[float | NvmlError]:
+        """nvmlDeviceGetFieldValues: per (field id, scope id), the value or that field's error."""
+        values = self._call(self._nv.nvmlDeviceGetFieldValues, self._h(uuid), list(request))
+        out: list[float | NvmlError] = []
+        for i, (field_id, scope) in enumerate(request):
+            fv = values[i]
+            code = int(fv.nvmlReturn)
+            if code != 0:
+                out.append(_error(code, f"field {field_id} (scope {scope}): NVML error {code}"))
+                continue
+            kind = int(fv.valueType)
+            member = _VALUE_MEMBERS[kind] if 0 <= kind < len(_VALUE_MEMBERS) else "ullVal"
+            out.append(float(getattr(fv.value, member)))
+        return out
+
+    def memory_temperature_c(self, uuid: str) -> int:
+        (value,) = self._fields(uuid, [(_FI_MEMORY_TEMP, 0)])
+        if isinstance(value, NvmlError):
+            raise value
+        return int(value)
+
+    def temperature_threshold_c(self, uuid: str, threshold: int) -> int:
+        fn = self._nv.nvmlDeviceGetTemperatureThreshold
+        return int(self._call(fn, self._h(uuid), threshold))
+
+    def enforced_power_limit_mw(self, uuid: str) -> int:
+        return int(self._call(self._nv.nvmlDeviceGetEnforcedPowerLimit, self._h(uuid)))
+
+    def total_ecc_errors(self, uuid: str, error_type: int) -> int:
+        nv = self._nv
+        fn = nv.nvmlDeviceGetTotalEccErrors
+        return int(self._call(fn, self._h(uuid), error_type, nv.NVML_VOLATILE_ECC))
+
+    def pcie_replay_counter(self, uuid: str) -> int:
+        return int(self._call(self._nv.nvmlDeviceGetPcieReplayCounter, self._h(uuid)))
+
+    def remapped_rows(self, uuid: str) -> RemappedRows:
+        corr, unc, pending, failure = self._call(self._nv.nvmlDeviceGetRemappedRows, self._h(uuid))
+        return RemappedRows(int(corr), int(unc), bool(pending), bool(failure))
+
+    def _nvlink_plan(self, uuid: str) -> list[tuple[int, int]]:
+        """Field requests for the NVLink data counters: one TX and one RX per link when the link
+        count is known, else the aggregate scope (UINT_MAX sums every link)."""
+        plan = self._nvlink_request.get(uuid)
+        if plan is not None:
+            return plan
+        (count,) = self._fields(uuid, [(_FI_NVLINK_LINK_COUNT, 0)])
+        links = [_NO_ID]
+        if not isinstance(count, NvmlError) and count > 0:
+            links = list(range(int(count)))
+        plan = [(f, link) for link in links for f in (_FI_NVLINK_DATA_TX, _FI_NVLINK_DATA_RX)]
+        self._nvlink_request[uuid] = plan
+        return plan
+
+    def nvlink_throughput_kib(self, uuid: str) -> NvlinkCounters:
+        plan = self._nvlink_plan(uuid)
+        totals = {_FI_NVLINK_DATA_TX: 0.0, _FI_NVLINK_DATA_RX: 0.0}
+        answered = set()
+        first_error: NvmlError | None = None
+        for (field_id, _link), value in zip(plan, self._fields(uuid, plan), strict=True):
+            if isinstance(value, NvmlError):
+                first_error = first_error or value
+                continue  # an inactive link
+            totals[field_id] += value
+            answered.add(field_id)
+        if len(answered) < 2:
+            raise first_error or NvmlNotSupported(f"{uuid}: no NVLink throughput counters", 3)
+        return NvlinkCounters(int(totals[_FI_NVLINK_DATA_TX]), int(totals[_FI_NVLINK_DATA_RX]))
+
     def violation_time_ns(self, uuid: str, policy: int) -> int:
         v = self._call(self._nv.nvmlDeviceGetViolationStatus, self._h(uuid), policy)
         return int(v.violationTime)
 
     def compute_processes(self, uuid: str) -> Sequence[ProcessInfo]:
-        procs = self._call(self._nv.nvmlDeviceGetComputeRunningProcesses, self._h(uuid))
-        out = []
-        for p in procs:
-            used = getattr(p, "usedGpuMemory", None)
-            gi = getattr(p, "gpuInstanceId", None)
-            ci = getattr(p, "computeInstanceId", None)
-            out.append(
-                ProcessInfo(
-                    pid=int(p.pid),
-                    used_gpu_memory=int(used) if used is not None else None,
-                    gpu_instance_id=int(gi) if gi is not None and gi != 0xFFFFFFFF else None,
-                    compute_instance_id=int(ci) if ci is not None and ci != 0xFFFFFFFF else None,
-                )
-            )
-        return out
+        return _processes(self._call(self._nv.nvmlDeviceGetComputeRunningProcesses, self._h(uuid)))
+
+    def graphics_processes(self, uuid: str) -> Sequence[ProcessInfo]:
+        fn = self._nv.nvmlDeviceGetGraphicsRunningProcesses
+        return _processes(self._call(fn, self._h(uuid)))
 
     def process_utilization(self, uuid: str, since_us: int) -> Sequence[ProcessUtilSample]:
         try:
@@ -302,40 +387,46 @@ class PynvmlBinding:
 
     # -- GPM ----------------------------------------------------------------------------------
     def gpm_supported(self, uuid: str) -> bool:
+        mig = self._mig_of(uuid)
+        handle = mig[0] if mig is not None else self._h(uuid)  # GPM support is the parent's
         try:
-            support = self._call(self._nv.nvmlGpmQueryDeviceSupport, self._h(uuid))
+            support = self._call(self._nv.nvmlGpmQueryDeviceSupport, handle)
         except NvmlNotSupported:
             return False
         return bool(support.isSupportedDevice)
 
     def gpm_sample(self, uuid: str) -> GpmSample:
         nv = self._nv
-        sample = self._call(nv.nvmlGpmSampleAlloc)
         handle = self._h(uuid)
+        mig = self._mig_of(uuid)
+        sample = self._call(nv.nvmlGpmSampleAlloc)
         try:
-            parent = self._parent_of_mig(uuid)
-            if parent is None:
+            if mig is None:
                 self._call(nv.nvmlGpmSampleGet, handle, sample)
             else:
-                gi = self._call(nv.nvmlDeviceGetGpuInstanceId, handle)
-                self._call(nv.nvmlGpmMigSampleGet, self._h(parent), gi, sample)
+                parent, gi = mig  # a MIG sample: the parent's handle and the GPU instance id
+                self._call(nv.nvmlGpmMigSampleGet, parent, gi, sample)
         except NvmlError:
             self._call(nv.nvmlGpmSampleFree, sample)
             raise
         return _OwnedSample(sample, lambda: self._call(nv.nvmlGpmSampleFree, sample))
 
-    def _parent_of_mig(self, uuid: str) -> str | None:
+    def _mig_of(self, uuid: str) -> tuple[Any, int] | None:
+        """(parent handle, GPU instance id) of a MIG instance, None for a whole GPU; cached."""
+        found = self._mig_parent.get(uuid)
+        if found is not None:
+            return found
         nv = self._nv
         handle = self._h(uuid)
         try:
             if not self._call(nv.nvmlDeviceIsMigDeviceHandle, handle):
                 return None
             parent = self._call(nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle, handle)
+            gi = int(self._call(nv.nvmlDeviceGetGpuInstanceId, handle))
         except NvmlNotSupported:
             return None
-        parent_uuid = self._text(self._call(nv.nvmlDeviceGetUUID, parent))
-        self._handles.setdefault(parent_uuid, parent)
-        return parent_uuid
+        self._mig_parent[uuid] = (parent, gi)
+        return parent, gi
 
     def gpm_metrics(
         self, first: GpmSample, second: GpmSample, metric_ids: Sequence[int]
@@ -355,6 +446,24 @@ class PynvmlBinding:
             if metric.nvmlReturn == nv.NVML_SUCCESS:
                 out[metric_id] = float(metric.value)
         return out
+
+
+def _processes(procs: Sequence[Any]) -> list[ProcessInfo]:
+    """nvmlProcessInfo_v3 objects → ProcessInfo (usedGpuMemory None = not available)."""
+    out = []
+    for p in procs:
+        used = getattr(p, "usedGpuMemory", None)
+        gi = getattr(p, "gpuInstanceId", None)
+        ci = getattr(p, "computeInstanceId", None)
+        out.append(
+            ProcessInfo(
+                pid=int(p.pid),
+                used_gpu_memory=int(used) if used is not None else None,
+                gpu_instance_id=int(gi) if gi is not None and gi != _NO_ID else None,
+                compute_instance_id=int(ci) if ci is not None and ci != _NO_ID else None,
+            )
+        )
+    return out
 
 
 class _OwnedSample:

@@ -1,8 +1,10 @@
 """SimulatedBinding: the NVML binding protocol answered by the simulated GPUs of one host.
 
 Every call answers for `clock.now_ns()` in NVML's units. Like NVML it must be initialised
-first, addresses devices by UUID, has no fan on an SXM board (NvmlNotSupported) and computes
-GPM metrics between two samples, here analytically over the samples' window.
+first, addresses devices by UUID, has no fan and no video encoder on an H100 SXM board
+(NvmlNotSupported) and computes GPM metrics between two samples, here analytically over the
+samples' window. Health counters (ECC, PCIe replays, remapped rows) stay at a real 0; NVLink
+data counters integrate the simulated NVLink traffic; there are no graphics processes.
 """
 
 from __future__ import annotations
@@ -22,13 +24,17 @@ from gpulens.collect.nvml.binding import (
     PCIE_TX,
     PERF_POLICY_POWER,
     PERF_POLICY_THERMAL,
+    TEMPERATURE_THRESHOLD_SHUTDOWN,
+    TEMPERATURE_THRESHOLD_SLOWDOWN,
     DeviceInfo,
     GpmSample,
     MemoryInfo,
+    NvlinkCounters,
     NvmlError,
     NvmlNotSupported,
     ProcessInfo,
     ProcessUtilSample,
+    RemappedRows,
     Utilization,
     XidEvent,
 )
@@ -39,6 +45,7 @@ from gpulens.collect.simulated.phases import Row
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_FOUND = 6
+SHUTDOWN_ABOVE_SLOWDOWN_C = 5
 _MIB = 1024 * 1024
 
 # GPM metric id → (phase column, scale to NVML's unit: percent or MiB/s).
@@ -177,6 +184,44 @@ class SimulatedBinding:
         column = col.PCIE_TX if counter == PCIE_TX else col.PCIE_RX
         return int(float(g.snap(self._clock.now_ns()).mean[column]) / 1024)
 
+    def encoder_utilization_percent(self, uuid: str) -> int:
+        self._gpu(uuid)
+        raise NvmlNotSupported("an H100 has no NVENC video encoder", 3)
+
+    def decoder_utilization_percent(self, uuid: str) -> int:
+        self._gpu(uuid)
+        return 0  # NVDEC is there; no simulated workload decodes video
+
+    def memory_temperature_c(self, uuid: str) -> int:
+        return self._gpu(uuid).memory_temperature_c(self._clock.now_ns())
+
+    def temperature_threshold_c(self, uuid: str, threshold: int) -> int:
+        slowdown = self._gpu(uuid).model.device.slowdown_temp_c
+        if threshold == TEMPERATURE_THRESHOLD_SLOWDOWN:
+            return round(slowdown)
+        if threshold == TEMPERATURE_THRESHOLD_SHUTDOWN:
+            return round(slowdown) + SHUTDOWN_ABOVE_SLOWDOWN_C
+        raise NvmlNotSupported(f"temperature threshold {threshold} is not simulated", 3)
+
+    def enforced_power_limit_mw(self, uuid: str) -> int:
+        return round(self._gpu(uuid).model.device.power_limit_w * 1000)
+
+    def total_ecc_errors(self, uuid: str, error_type: int) -> int:
+        self._gpu(uuid)
+        return 0
+
+    def pcie_replay_counter(self, uuid: str) -> int:
+        self._gpu(uuid)
+        return 0
+
+    def remapped_rows(self, uuid: str) -> RemappedRows:
+        self._gpu(uuid)
+        return RemappedRows(0, 0, pending=False, failure=False)
+
+    def nvlink_throughput_kib(self, uuid: str) -> NvlinkCounters:
+        tx, rx = self._gpu(uuid).nvlink_kib(self._clock.now_ns())
+        return NvlinkCounters(tx, rx)
+
     def violation_time_ns(self, uuid: str, policy: int) -> int:
         g = self._gpu(uuid)
         if policy not in (PERF_POLICY_POWER, PERF_POLICY_THERMAL):
@@ -190,6 +235,10 @@ class SimulatedBinding:
         if pid is None or g.job is None:
             return []
         return [ProcessInfo(pid, g.memory_used(now), name=g.job.spec.process_name)]
+
+    def graphics_processes(self, uuid: str) -> Sequence[ProcessInfo]:
+        self._gpu(uuid)
+        return []
 
     def process_utilization(self, uuid: str, since_us: int) -> Sequence[ProcessUtilSample]:
         g = self._gpu(uuid)

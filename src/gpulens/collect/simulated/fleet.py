@@ -8,6 +8,7 @@ where (the default mix holds all nine scenarios from three hosts of four GPUs up
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,6 +99,7 @@ class SimulatedFleet:
             "job_id": job_id,
             "container": spec.container,
             "pod": f"{spec.project}-{1001 + index}-0",
+            "pod_uid": _pod_uid(self.seed, index),
             "namespace": spec.team,
             "engine": spec.engine,
         }
@@ -243,3 +245,9 @@ class SimulatedFleet:
                     )
                 )
         return out
+
+
+def _pod_uid(seed: int, index: int) -> str:
+    """A deterministic Kubernetes-style pod UID for simulated job `index`."""
+    digest = hashlib.sha256(f"gpulens-sim-pod:{seed}:{index}".encode()).hexdigest()
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"

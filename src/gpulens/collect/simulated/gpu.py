@@ -15,6 +15,8 @@ from gpulens.collect.simulated.phases import (
     CLOCK,
     COPY,
     DUTY,
+    NVL_RX,
+    NVL_TX,
     PCAP,
     POWER,
     TCAP,
@@ -24,6 +26,7 @@ from gpulens.collect.simulated.physics import GpuModel, Stage
 from gpulens.collect.simulated.workloads import JobSpec
 
 WINDOW_NS = 1_000_000_000  # NVML's utilisation sample period and DCGM's default 1 Hz
+HBM_ABOVE_CORE_C = 4.0  # HBM stacks run a few degrees above the core on H100 boards
 GPU_IDLE, APP_CLOCKS, SW_POWER_CAP, SW_THERMAL = 0x001, 0x002, 0x004, 0x020
 
 
@@ -128,6 +131,14 @@ class SimGpu:
 
     def temperature_c(self, t_ns: int) -> int:
         return round(self.model.temperature(t_ns))
+
+    def memory_temperature_c(self, t_ns: int) -> int:
+        return round(self.model.temperature(t_ns) + HBM_ABOVE_CORE_C)
+
+    def nvlink_kib(self, t_ns: int) -> tuple[int, int]:
+        """NVLink data (TX, RX) KiB counters: the integral of the simulated NVLink traffic."""
+        total = self.snap(t_ns).total
+        return int(float(total[NVL_TX]) / 1024), int(float(total[NVL_RX]) / 1024)
 
     def sm_clock_mhz(self, t_ns: int) -> int:
         return self.model.clock_mhz(self.snap(t_ns).mean)

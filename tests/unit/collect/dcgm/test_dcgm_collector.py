@@ -145,11 +145,16 @@ def test_collect_does_not_wait_for_a_slow_endpoint(page: str) -> None:
 
 
 def test_close_stops_threads(page: str) -> None:
+    before = set(threading.enumerate())
     c = _collector(lambda r: httpx.Response(200, text=page))
     _until(lambda: c.scrapes[URL] == 1)
+    mine = [
+        t for t in threading.enumerate() if t not in before and t.name.startswith("gpulens-dcgm-")
+    ]
+    assert mine, "the collector scrapes in its own thread"
     c.close()
     c.close()  # idempotent
-    assert not any(t.name.startswith("gpulens-dcgm-") for t in threading.enumerate())
+    assert not any(t.is_alive() for t in mine)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,11 @@
-"""A tiny in-test NVML binding for the error paths the simulated fleet does not produce.
+"""A tiny in-test NVML binding for the error and MIG paths the simulated fleet does not produce.
 
 Every per-tick call answers a fixed plausible value unless `fail[(uuid, method)]` (or
 `fail[("*", method)]`) names an exception to raise. Calls are counted in `calls`.
+
+MIG instances (the devices in `migs`) answer like NVML does for a MIG handle: memory,
+processes and GPM (sampled through the parent with the GPU instance id, recorded in
+`mig_samples`); every other per-tick call raises NvmlNotSupported.
 """
 
 from __future__ import annotations
@@ -14,12 +18,20 @@ from gpulens.collect.nvml.binding import (
     DeviceInfo,
     GpmSample,
     MemoryInfo,
+    NvlinkCounters,
     NvmlError,
+    NvmlNotSupported,
     ProcessInfo,
     ProcessUtilSample,
+    RemappedRows,
     Utilization,
     XidEvent,
 )
+
+# What NVML answers for a MIG device handle; the rest is NOT_SUPPORTED there.
+MIG_ANSWERS = frozenset({"memory_info", "compute_processes", "graphics_processes", "gpm_sample"})
+GPU_GPM = {2: 55.0, 5: 14.0, 10: 30.0, 20: 100.0, 21: 200.0}
+MIG_GPM = {1: 60.0, 2: 40.0, 5: 20.0}  # per GPU instance: no PCIe / NVLink rates
 
 
 def info(index: int, *, arch: str = "hopper", **kw: object) -> DeviceInfo:
@@ -42,6 +54,7 @@ def info(index: int, *, arch: str = "hopper", **kw: object) -> DeviceInfo:
 @dataclass
 class _Sample:
     n: int
+    uuid: str = ""
 
 
 @dataclass
@@ -51,9 +64,13 @@ class FakeBinding:
     fail: dict[tuple[str, str], NvmlError] = field(default_factory=dict)
     init_error: NvmlError | None = None
     processes: dict[str, list[ProcessInfo]] = field(default_factory=dict)
+    graphics: dict[str, list[ProcessInfo]] = field(default_factory=dict)
     samples: dict[str, list[ProcessUtilSample]] = field(default_factory=dict)
     xids: list[XidEvent] = field(default_factory=list)
     power_mw: int = 350_000
+    power_limit_mw: int = 700_000
+    nvlink_kib: tuple[int, int] = (1_000, 2_000)
+    mig_samples: list[tuple[str, int]] = field(default_factory=list)
     gpm: bool = True
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     since: list[tuple[str, int]] = field(default_factory=list)
@@ -66,6 +83,15 @@ class FakeBinding:
         exc = self.fail.get((uuid, method)) or self.fail.get(("*", method))
         if exc is not None:
             raise exc
+        if method not in MIG_ANSWERS and self._mig(uuid) is not None:
+            raise NvmlNotSupported(f"{method} is not supported on MIG device {uuid}", 3)
+
+    def _mig(self, uuid: str) -> DeviceInfo | None:
+        for migs in self.migs.values():
+            for m in migs:
+                if m.uuid == uuid:
+                    return m
+        return None
 
     # library
     def init(self) -> None:
@@ -135,6 +161,42 @@ class FakeBinding:
         self._call(uuid, "pcie_throughput_kbps")
         return 1000
 
+    def encoder_utilization_percent(self, uuid: str) -> int:
+        self._call(uuid, "encoder_utilization_percent")
+        return 67
+
+    def decoder_utilization_percent(self, uuid: str) -> int:
+        self._call(uuid, "decoder_utilization_percent")
+        return 5
+
+    def memory_temperature_c(self, uuid: str) -> int:
+        self._call(uuid, "memory_temperature_c")
+        return 70
+
+    def temperature_threshold_c(self, uuid: str, threshold: int) -> int:
+        self._call(uuid, "temperature_threshold_c")
+        return 87
+
+    def enforced_power_limit_mw(self, uuid: str) -> int:
+        self._call(uuid, "enforced_power_limit_mw")
+        return self.power_limit_mw
+
+    def total_ecc_errors(self, uuid: str, error_type: int) -> int:
+        self._call(uuid, "total_ecc_errors")
+        return 3 if error_type == 0 else 0
+
+    def pcie_replay_counter(self, uuid: str) -> int:
+        self._call(uuid, "pcie_replay_counter")
+        return 12
+
+    def remapped_rows(self, uuid: str) -> RemappedRows:
+        self._call(uuid, "remapped_rows")
+        return RemappedRows(correctable=2, uncorrectable=0, pending=True, failure=False)
+
+    def nvlink_throughput_kib(self, uuid: str) -> NvlinkCounters:
+        self._call(uuid, "nvlink_throughput_kib")
+        return NvlinkCounters(*self.nvlink_kib)
+
     def violation_time_ns(self, uuid: str, policy: int) -> int:
         self._call(uuid, "violation_time_ns")
         return 5_000_000_000
@@ -142,6 +204,10 @@ class FakeBinding:
     def compute_processes(self, uuid: str) -> Sequence[ProcessInfo]:
         self._call(uuid, "compute_processes")
         return self.processes.get(uuid, [])
+
+    def graphics_processes(self, uuid: str) -> Sequence[ProcessInfo]:
+        self._call(uuid, "graphics_processes")
+        return self.graphics.get(uuid, [])
 
     def process_utilization(self, uuid: str, since_us: int) -> Sequence[ProcessUtilSample]:
         self._call(uuid, "process_utilization")
@@ -159,11 +225,17 @@ class FakeBinding:
 
     def gpm_sample(self, uuid: str) -> GpmSample:
         self._call(uuid, "gpm_sample")
+        mig = self._mig(uuid)
+        if mig is not None:  # nvmlGpmMigSampleGet(parent, gpu_instance_id, sample)
+            assert mig.parent_uuid is not None and mig.gpu_instance_id is not None
+            self.mig_samples.append((mig.parent_uuid, mig.gpu_instance_id))
         self._n += 1
-        return _Sample(self._n)
+        return _Sample(self._n, uuid)
 
     def gpm_metrics(
         self, first: GpmSample, second: GpmSample, metric_ids: Sequence[int]
     ) -> Mapping[int, float]:
         self._call("*", "gpm_metrics")
-        return {2: 55.0, 5: 14.0, 10: 30.0, 20: 100.0, 21: 200.0}
+        assert isinstance(first, _Sample) and isinstance(second, _Sample)
+        assert first.uuid == second.uuid and first.n < second.n
+        return dict(MIG_GPM if self._mig(first.uuid) is not None else GPU_GPM)

@@ -152,7 +152,10 @@ def test_every_call_failing_raises_collect_error() -> None:
     methods = ["utilization", "memory_info", "power_usage_mw", "total_energy_mj",
                "temperature_c", "fan_speed_percent", "clock_mhz", "clocks_event_reasons",
                "performance_state", "pcie_throughput_kbps", "violation_time_ns",
-               "compute_processes", "gpm_sample", "xid_events"]  # fmt: skip
+               "compute_processes", "gpm_sample", "xid_events", "encoder_utilization_percent",
+               "decoder_utilization_percent", "memory_temperature_c", "temperature_threshold_c",
+               "enforced_power_limit_mw", "total_ecc_errors", "pcie_replay_counter",
+               "remapped_rows", "nvlink_throughput_kib", "graphics_processes"]  # fmt: skip
     binding.fail = {("*", m): NvmlError("unknown error", code=999) for m in methods}
     with pytest.raises(CollectError, match="no call"):
         collector.collect(T0 + S)

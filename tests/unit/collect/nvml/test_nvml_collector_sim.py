@@ -102,3 +102,21 @@ def test_energy_rate_tracks_power() -> None:
     mean_energy_w = sum(e for e, _ in pairs) / len(pairs)
     mean_power_w = sum(p for _, p in pairs) / len(pairs)
     assert mean_energy_w == pytest.approx(mean_power_w, rel=0.1)
+
+
+def test_health_thermal_and_nvlink_values_on_the_sim() -> None:
+    _, clock, collector = _setup()
+    last = _run(clock, collector, 3)[-1]
+    gpus = [r for r in last if r.kind is Kind.GPU]
+    for r in gpus:
+        v = r.values
+        assert v["slowdown_temperature_celsius"] == 87.0
+        assert v["temperature_celsius"] < v["memory_temperature_celsius"]
+        assert v["power_limit_watts"] == 700.0
+        assert v["ecc_sbe_volatile_total"] == v["ecc_dbe_volatile_total"] == 0.0
+        assert v["pcie_replay_total"] == 0.0 and v["row_remap_failure"] == 0.0
+        assert v["nvlink_tx_bytes_total"] >= 0.0 and v["dec_util_ratio"] == 0.0
+        assert "enc_util_ratio" not in v  # an H100 has no NVENC
+    caps = collector.capabilities()
+    assert all(c["encoder"] is False and c["nvlink_counters"] is True for c in caps.values())
+    assert collector.errors == {}
