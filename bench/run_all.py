@@ -17,6 +17,10 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench_generate.py", ["--hours", "24", "--runs", "3"], ["--hours", "1", "--runs", "1"]),
     ("bench_store.py", [], ["--quick"]),
     ("bench_record_cpu.py", ["--seconds", "120"], ["--seconds", "20", "--warmup", "5"]),
+    ("bench_nvml_tick.py", [], []),
+    ("bench_dcgm_parse.py", [], []),
+    ("bench_frames.py", [], ["--quick"]),
+    ("bench_rollups.py", [], ["--quick", "--runs", "1"]),
 ]
 
 

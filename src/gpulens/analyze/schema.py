@@ -20,7 +20,9 @@ Column groups (names are the contract; types in parentheses):
 - spread within the interval (float64): `sm_active_min`, `sm_active_max`, `duty_min`;
 - level facts (float64): `sm_clock_max_hz`, `power_limit_w`, `memory_total_bytes`,
   `memory_used_bytes` (max), `memory_used_first` and `memory_used_last` (first and last
-  sample, for growth), `process_memory_bytes` (max of the summed process memory);
+  sample, for growth), `process_memory_bytes` (the processes' memory: the sum of each
+  process's peak in the interval, which is the peak of the sum unless processes peak at
+  different moments);
 - energy (float64): `energy_j` (counter increase over the interval; null without a counter),
   `energy_power_j` (power mean × step_s, the fallback estimate);
 - throttling (float64, fraction of samples with the flag set): `throttle_power`,
@@ -107,7 +109,9 @@ ALL_COLUMNS: tuple[str, ...] = (
     + CONTEXT_COLUMNS
 )
 
-# The states an interval can be in (analyze/efficiency.py assigns exactly one).
+# The states an interval can be in (analyze/efficiency.py assigns exactly one; the rules are
+# in docs/analysis/states.md). `busy`: kernels ran, but the metrics at hand (duty cycle only,
+# or no pipe standing out) say no more; `unknown`: no activity metric at all.
 STATES: tuple[str, ...] = (
     "idle_unallocated",
     "idle_allocated",
@@ -119,4 +123,6 @@ STATES: tuple[str, ...] = (
     "comm_bound",
     "throttled",
     "warmup",
+    "busy",
+    "unknown",
 )

@@ -1,0 +1,145 @@
+"""Benchmark `gpulens.store.frames.gpu_intervals`: the interval frame over a fleet's history.
+
+    .venv/bin/python bench/bench_frames.py            # 64 GPUs x 7 days at 1 s (38.7M gpu rows)
+    .venv/bin/python bench/bench_frames.py --quick    # 16 GPUs x 1 day
+
+GPU rows come from bench/fleetgen.py (the store benchmark's generator); process rows are one
+process per busy GPU-second (memory in use), labelled with a job, user and engine, as the NVML
+collector writes them. Days are written in hourly segments and compacted into daily files, as
+`gpulens record` leaves them. Prints a markdown table with the median of several runs. Not a
+test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fleetgen import DAY_NS, fleet_table
+from gpulens.clock import FakeClock
+from gpulens.model import Kind
+from gpulens.store import SegmentWriter, Store, compact
+from gpulens.store.frames import gpu_intervals
+
+DAY0 = (1_764_000_000 * 10**9 // DAY_NS) * DAY_NS  # 2025-11-24 00:00 UTC
+MIB = 2**20
+
+
+def _dict(values: np.ndarray, names: list[str]) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(values.astype(np.int32), names)
+
+
+def process_table(gpu: pa.Table, day: int) -> pa.Table:
+    """One process row per GPU row whose memory is in use: the job holding that GPU."""
+    used = gpu.column("memory_used_bytes").to_numpy()
+    busy = gpu.filter(pa.array(used > 100 * MIB))
+    uuid_idx = np.asarray(busy.column("gpu_uuid").combine_chunks().indices)
+    uuids = busy.column("gpu_uuid").combine_chunks().dictionary
+    host_idx = np.asarray(busy.column("host").combine_chunks().indices)
+    hosts = busy.column("host").combine_chunks().dictionary
+    n_gpus = len(uuids)
+    job = uuid_idx // 4  # 4-GPU jobs, one per half node
+    pids = [str(100_000 + day * 1000 + g) for g in range(n_gpus)]
+    jobs = [f"job-{day}-{j}" for j in range(n_gpus // 4 + 1)]
+    users = [f"user{u}" for u in range(8)]
+    engines = ["pytorch", "vllm", "tensorrt"]
+    mem = busy.column("memory_used_bytes").to_numpy() - 300 * MIB
+    return pa.table(
+        {
+            "ts": busy.column("ts"),
+            "host": pa.DictionaryArray.from_arrays(pa.array(host_idx, pa.int32()), hosts),
+            "gpu_uuid": pa.DictionaryArray.from_arrays(pa.array(uuid_idx, pa.int32()), uuids),
+            "pid": _dict(uuid_idx, pids),
+            "process_name": _dict(np.zeros(len(job)), ["python train.py"]),
+            "user": _dict(job % 8, users),
+            "job_id": _dict(job, jobs),
+            "engine": _dict(job % 3, engines),
+            "process_memory_used_bytes": pa.array(mem),
+        }
+    )
+
+
+def build(root: Path, gpus: int, days: int) -> dict[str, float]:
+    rows = {"gpu": 0, "process": 0}
+    for day in range(days):
+        table = fleet_table(2025 + day, gpus, DAY0 + day * DAY_NS, 86_400)
+        procs = process_table(table, day)
+        rows["gpu"] += table.num_rows
+        rows["process"] += procs.num_rows
+        w = SegmentWriter(root, "bench", clock=FakeClock(DAY0))
+        for hour in range(24):
+            lo = DAY0 + day * DAY_NS + hour * 3600 * 10**9
+            hi = lo + 3600 * 10**9
+            for kind, t in ((Kind.GPU, table), (Kind.PROCESS, procs)):
+                ts = t.column("ts")
+                mask = pc.and_(pc.greater_equal(ts, lo), pc.less(ts, hi))
+                w.append_table(kind, t.filter(mask))
+            w.flush()
+        w.close()
+        del table, procs
+    compact(root, clock=FakeClock(DAY0 + (days + 1) * DAY_NS), delete_grace_seconds=0)
+    return {k: float(v) for k, v in rows.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="16 GPUs x 1 day instead of 64 x 7")
+    ap.add_argument("--gpus", type=int, default=None)
+    ap.add_argument("--days", type=int, default=None)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--step", type=float, default=60.0)
+    ap.add_argument("--dir", type=Path, default=None, help="reuse/keep a data directory")
+    args = ap.parse_args()
+    gpus = args.gpus or (16 if args.quick else 64)
+    days = args.days or (1 if args.quick else 7)
+    root = Path(args.dir or tempfile.mkdtemp(prefix="gpulens-frames-"))
+    try:
+        t0 = time.perf_counter()
+        if not (root / "gpu").exists():
+            rows = build(root, gpus, days)
+        else:
+            rows = {"gpu": float("nan"), "process": float("nan")}
+        t_build = time.perf_counter() - t0
+        with Store(root) as store:
+            times = []
+            frame = pa.table({})
+            for _ in range(args.runs + 1):
+                t0 = time.perf_counter()
+                frame = gpu_intervals(store, args.step)
+                times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            one = gpu_intervals(store, args.step, where={"job_id": "job-0-1"})
+            t_job = time.perf_counter() - t0
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    cores = len(os.sched_getaffinity(0))
+    print(f"## gpulens interval frames ({gpus} GPUs x {days} days at 1 s, step {args.step:g} s, "
+          f"{cores} cores)\n")  # fmt: skip
+    print("| measure | value | target |")
+    print("|---|---|---|")
+    print(
+        f"| gpu rows / process rows | {rows['gpu'] / 1e6:.1f}M / {rows['process'] / 1e6:.1f}M | |"
+    )
+    print(f"| build + compact the store | {t_build:.1f} s | |")
+    print(f"| `gpu_intervals`, first run | {times[0]:.2f} s | |")
+    print(f"| `gpu_intervals`, median of {args.runs} | {statistics.median(times[1:]):.2f} s "
+          f"| ≤ 3 s (whole fleet report) |")  # fmt: skip
+    print(f"| frame rows | {frame.num_rows:,} | |")
+    print(f"| `gpu_intervals(where={{job_id}})` | {t_job:.2f} s ({one.num_rows} rows) | |")
+
+
+if __name__ == "__main__":
+    main()
