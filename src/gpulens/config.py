@@ -157,6 +157,60 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "dcgm-exporter style job mapping: one file per GPU index listing the job ids on it.",
     ),
+    Setting("cost.currency", str, "USD", "Currency of every price."),
+    Setting(
+        "cost.gpu_hour_prices",
+        list,
+        [],
+        'Price per GPU-hour by model, as "MODEL=PRICE" (e.g. "H100=4.5"); overrides the '
+        "shipped indicative prices for those models.",
+    ),
+    Setting(
+        "cost.unknown_gpu_hour_price",
+        float,
+        2.0,
+        "Price per GPU-hour of a model with no price.",
+        minimum=0.0,
+        maximum=1000.0,
+    ),
+    Setting(
+        "cost.electricity_per_kwh",
+        float,
+        0.0,
+        "Electricity price per kWh (0: included in the GPU-hour price, as on cloud).",
+        minimum=0.0,
+        maximum=10.0,
+    ),
+    Setting(
+        "cost.pue", float, 1.2, "Power usage effectiveness of the site.", minimum=1.0, maximum=5.0
+    ),
+    Setting(
+        "carbon.region",
+        str,
+        "world",
+        "Grid region for carbon intensity (docs/analysis/waste-and-fairness.md lists them).",
+    ),
+    Setting(
+        "carbon.intensity_g_per_kwh",
+        float,
+        None,
+        "Grid carbon intensity in gCO2e/kWh; overrides carbon.region.",
+        minimum=0.0,
+        maximum=2000.0,
+    ),
+    Setting(
+        "fairness.quotas",
+        list,
+        [],
+        'Quota shares as "NAME=SHARE" for the groups of fairness.quota_by (e.g. "vision=0.3").',
+    ),
+    Setting(
+        "fairness.quota_by",
+        str,
+        "team",
+        "Which label quotas are set for.",
+        choices=("user", "team", "project"),
+    ),
     Setting(
         "procs.pod_labels_file",
         str,

@@ -10,8 +10,9 @@
      clock-event flag set in at least `throttle_fraction` of the samples;
   6. `comm_bound` (profiling): one of ≥ 2 GPUs of a job in the same interval, busy, SM active
      below `sm_good` and at least `comm_gap` below the job's busiest GPU (it waits for a peer);
-  7. `input_bound`: a live process, activity below `sm_good`, and the host CPU saturated, or
-     the application's data wait high, or (profiling) SM activity swinging by `sm_swing`;
+  7. `input_bound`: a live process, activity below `sm_good`, and either the application's
+     data wait ≥ `data_wait_high` (when it reports one, that decides) or, without it, the host
+     CPU saturated while the GPU shows gaps (SM swinging by `sm_swing`, or duty below busy);
   8. `hollow_busy` (profiling): duty ≥ `duty_busy` but SM active < `sm_low` (SM active absent:
      graphics-engine active, an upper bound of it, stands in);
   9. `memory_bound` (profiling): DRAM active ≥ `dram_bound` (or memory-copy ≥ `mem_copy_bound`
@@ -181,10 +182,17 @@ def classify(frame: pa.Table, thresholds: Thresholds = Thresholds()) -> pa.Table
     )
     host_cpu, wait = floats(frame, "host_cpu"), floats(frame, "data_wait")
     swing = floats(frame, "sm_active_max") - floats(frame, "sm_active_min")
-    starved = (
-        (np.nan_to_num(host_cpu) >= th.host_cpu_saturated)
-        | (np.nan_to_num(wait) >= th.data_wait_high)
-        | (profiling & (np.nan_to_num(swing) >= th.sm_swing))
+    # The job's own data wait, where the application reports it, decides; only without it does
+    # a saturated host CPU count, and then together with a sign of gaps (SM swinging within the
+    # interval, or a duty cycle below busy): a busy host alone says nothing about one job.
+    wait_known = ~np.isnan(wait)
+    gaps = (profiling & (np.nan_to_num(swing) >= th.sm_swing)) | (
+        np.nan_to_num(duty, nan=1.0) < th.duty_busy
+    )
+    starved = np.where(
+        wait_known,
+        np.nan_to_num(wait) >= th.data_wait_high,
+        (np.nan_to_num(host_cpu) >= th.host_cpu_saturated) & gaps,
     )
     input_bound = (procs > 0) & (np.nan_to_num(act, nan=1.0) < th.sm_good) & starved
     hollow = profiling & (np.nan_to_num(duty) >= th.duty_busy) & (np.nan_to_num(sm) < th.sm_low)

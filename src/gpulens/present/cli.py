@@ -37,8 +37,11 @@ from gpulens.config import Config, load_config
 from gpulens.errors import ConfigError, GpulensError
 from gpulens.pipeline.scheduler import TickResult
 from gpulens.present import session, views
+from gpulens.present.analysis import analyse
 from gpulens.present.generate import generate
 from gpulens.present.ingest import ingest as run_ingest
+from gpulens.present.report import RENDERERS
+from gpulens.present.timespec import parse_when
 
 app = typer.Typer(
     add_completion=False,
@@ -384,6 +387,62 @@ def query(
         for row in rows:
             table.add_row(*(_cell(v) for v in row.values()))
         out.print(table)
+
+
+class ReportFormat(StrEnum):
+    terminal = "terminal"
+    markdown = "markdown"
+    html = "html"
+    json = "json"
+
+
+@app.command()
+def report(
+    data_dir: Annotated[Path | None, typer.Option(help="The store to report on.")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Start: ISO 8601 time, or a duration back from now (7d).")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="End: ISO 8601 time or duration.")] = None,
+    job: Annotated[str | None, typer.Option(help="Report on one job (a job report).")] = None,
+    user: Annotated[str | None, typer.Option(help="Only this user.")] = None,
+    host: Annotated[str | None, typer.Option(help="Only this host.")] = None,
+    engine: Annotated[str | None, typer.Option(help="Only this engine.")] = None,
+    project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
+    format: Annotated[ReportFormat, typer.Option(help="Output format.")] = ReportFormat.terminal,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file.")
+    ] = None,
+    step: Annotated[
+        float | None, typer.Option(help="Interval seconds (default: chosen from the span).")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+) -> None:
+    """A job report (--job) or a fleet report: useful work, waste and its price, findings."""
+    cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
+    now = SystemClock().now_ns()
+    start_ns = parse_when(since, now, "--since")
+    end_ns = parse_when(until, now, "--until")
+    scope = {"job_id": job, "user": user, "host": host, "engine": engine, "project": project}
+    store = session.open_store(cfg.data_dir)
+    try:
+        view = analyse(
+            store,
+            start_ns,
+            end_ns,
+            {k: v for k, v in scope.items() if v},
+            step,
+            prices=session.prices(cfg),
+            region=session.carbon_region(cfg),
+            quotas=session.quotas(cfg),
+        )
+    finally:
+        store.close()
+    text = RENDERERS[format.value](view)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"wrote {output}")
+    else:
+        sys.stdout.write(text)
 
 
 @app.command()

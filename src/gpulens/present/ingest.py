@@ -1,5 +1,6 @@
 """`gpulens ingest`: stores captured files (dcgm-exporter pages, nvidia-smi XML or CSV) as
-readings, through the same pure parsers the live collectors use."""
+readings, through the same pure parsers the live collectors use, and telemetry other systems
+exported as CSV (format ``csv``: a column map or a preset; see docs/importing.md)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
+from gpulens.collect.csv_import import ColumnMap, get_preset, parse_csv_table
 from gpulens.collect.dcgm.parse import parse_exposition
 from gpulens.collect.nvidia_smi import parse_nvsmi_xml, parse_query_csv
 from gpulens.config import Config
 from gpulens.errors import ConfigError
-from gpulens.model import Reading
+from gpulens.model import Kind, Reading
 from gpulens.store import SegmentWriter
 
-FORMATS: tuple[str, ...] = ("dcgm-exporter", "nvidia-smi-xml", "nvidia-smi-csv")
+FORMATS: tuple[str, ...] = ("dcgm-exporter", "nvidia-smi-xml", "nvidia-smi-csv", "csv")
 
 
 @dataclass
@@ -24,6 +28,7 @@ class IngestResult:
     files: int = 0
     readings: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    rows_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 def detect_format(text: str, source: str) -> str:
@@ -56,12 +61,26 @@ def parse_capture(
 
 
 def ingest(
-    cfg: Config, paths: Sequence[Path], fmt: str | None, host: str, ts_ns: int | None
+    cfg: Config,
+    paths: Sequence[Path],
+    fmt: str | None,
+    host: str,
+    ts_ns: int | None,
+    column_map: ColumnMap | None = None,
+    preset: str | None = None,
 ) -> IngestResult:
     """Parse every file first (one bad file stores nothing), then write them all.
 
-    Each file's readings are stamped `ts_ns`, or the file's modification time when None.
+    Captures (dcgm-exporter, nvidia-smi) are stamped `ts_ns`, or the file's modification time
+    when None. Format ``csv`` (implied by `column_map` or `preset`) takes its timestamps from
+    the data and needs exactly one of `column_map` (from --time-column/--label/--map/--set) or
+    `preset` (a name in `gpulens.collect.csv_import.PRESETS`); `host` fills the host label of
+    rows without one unless the preset says the data names no machine.
     """
+    if column_map is not None or preset is not None or fmt == "csv":
+        if fmt not in (None, "csv"):
+            raise ConfigError(f"--map/--preset need --format csv, not --format {fmt}")
+        return _ingest_csv(cfg, paths, host, column_map, preset)
     batches: list[list[Reading]] = []
     result = IngestResult()
     for path in paths:
@@ -71,6 +90,8 @@ def ingest(
         except OSError as exc:
             raise ConfigError(f"cannot read {str(path)!r}: {exc.strerror}") from None
         kind = fmt or detect_format(text, str(path))
+        if kind == "csv":
+            raise ConfigError("--format csv needs --preset or --time-column with --map options")
         readings, skipped = parse_capture(text, kind, str(path), stamp, host)
         batches.append(readings)
         result.files += 1
@@ -80,4 +101,35 @@ def ingest(
     with SegmentWriter(cfg.data_dir, host) as writer:
         for readings in batches:
             writer.append(readings)
+    return result
+
+
+def _ingest_csv(
+    cfg: Config,
+    paths: Sequence[Path],
+    host: str,
+    column_map: ColumnMap | None,
+    preset: str | None,
+) -> IngestResult:
+    if (column_map is None) == (preset is None):
+        raise ConfigError(
+            "--format csv needs either --preset NAME or a column map (--time-column and "
+            "--map COLUMN=FIELD[:UNIT]), not both and not neither"
+        )
+    mapping = column_map if column_map is not None else get_preset(str(preset))
+    parsed: list[dict[Kind, pa.Table]] = []
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError(f"cannot read {str(path)!r}: not a file")
+        parsed.append(parse_csv_table(path, mapping, str(path), host=host))
+    result = IngestResult()
+    with SegmentWriter(cfg.data_dir, host) as writer:
+        for tables in parsed:
+            result.files += 1
+            for kind, table in tables.items():
+                writer.append_table(kind, table)
+                result.readings += table.num_rows
+                result.rows_by_kind[kind.value] = (
+                    result.rows_by_kind.get(kind.value, 0) + table.num_rows
+                )
     return result

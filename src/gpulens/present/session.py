@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulens.analyze.carbon import g_per_kwh
+from gpulens.analyze.prices import Prices, parse_assignments
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.collect.dcgm.collector import DcgmExporterCollector
@@ -218,6 +220,44 @@ def tidy_store(cfg: Config, compact_min_age_seconds: float | None = None) -> Non
         keep_days=cfg.get("store.retention_days"),
         compact_min_age_seconds=age if compact_min_age_seconds is None else compact_min_age_seconds,
     )
+
+
+def prices(cfg: Config) -> Prices:
+    """GPU-hour and energy prices from the `cost.*` settings."""
+    try:
+        return Prices.from_settings(
+            cfg.get("cost.gpu_hour_prices"),
+            unknown_gpu_hour=cfg.get("cost.unknown_gpu_hour_price"),
+            currency=cfg.get("cost.currency"),
+            electricity_per_kwh=cfg.get("cost.electricity_per_kwh"),
+            pue=cfg.get("cost.pue"),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"setting 'cost.gpu_hour_prices': {exc}") from None
+
+
+def carbon_region(cfg: Config) -> str | float:
+    """The grid intensity (gCO2e/kWh) or region name the `carbon.*` settings give."""
+    intensity = cfg.get("carbon.intensity_g_per_kwh")
+    if intensity is not None:
+        return float(intensity)
+    region = str(cfg.get("carbon.region"))
+    try:
+        g_per_kwh(region)
+    except ValueError as exc:
+        raise ConfigError(f"setting 'carbon.region' = {region!r}: {exc}") from None
+    return region
+
+
+def quotas(cfg: Config) -> dict[str, float] | None:
+    """Quota shares per group from `fairness.quotas`, or None when none are set."""
+    items = cfg.get("fairness.quotas")
+    if not items:
+        return None
+    try:
+        return dict(parse_assignments(items, what="quota"))
+    except ValueError as exc:
+        raise ConfigError(f"setting 'fairness.quotas': {exc}") from None
 
 
 def open_store(data_dir: Path) -> Store:

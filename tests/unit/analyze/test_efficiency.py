@@ -83,11 +83,41 @@ def test_comm_bound_ranks_wait_for_the_busiest_peer() -> None:
 
 @pytest.mark.parametrize(
     "signal",
-    [{"host_cpu": 0.97}, {"data_wait": 0.5}, {"sm_active_min": 0.1, "sm_active_max": 0.6}],
+    [
+        {"data_wait": 0.5},
+        {"data_wait": None, "host_cpu": 0.97},
+        {
+            "data_wait": None,
+            "host_cpu": 0.97,
+            "duty": 0.9,
+            "sm_active_min": 0.1,
+            "sm_active_max": 0.6,
+        },
+    ],
 )
 def test_input_bound_signals(signal: dict[str, float]) -> None:
-    r = _one(duty=0.45, sm_active=0.35, tensor_active=0.15, **signal)
+    base: dict[str, Any] = {"duty": 0.45, "sm_active": 0.35, "tensor_active": 0.15}
+    r = _one(**{**base, **signal})
     assert r["state"] == "input_bound", r["state_reason"]
+
+
+def test_a_busy_host_is_not_the_cause_when_the_job_says_it_does_not_wait() -> None:
+    # A neighbour's data loader saturates the host CPU; this job reports 1 % data wait.
+    r = _one(duty=0.9, sm_active=0.3, tensor_active=0.03, host_cpu=0.99, data_wait=0.01)
+    assert r["state"] == "hollow_busy", r["state_reason"]
+
+
+def test_gaps_without_saturation_are_not_input_bound() -> None:
+    r = _one(
+        duty=0.9,
+        sm_active=0.6,
+        tensor_active=0.3,
+        data_wait=None,
+        host_cpu=0.3,
+        sm_active_min=0.1,
+        sm_active_max=0.9,
+    )
+    assert r["state"] != "input_bound", r["state_reason"]
 
 
 def test_input_bound_needs_a_process_and_low_activity() -> None:

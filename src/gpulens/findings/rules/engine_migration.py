@@ -1,0 +1,69 @@
+"""engine_migration: eager inference stuck memory-bound or hollow-busy; move it to TensorRT."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpulens.analyze.engines import recommend_engine_migration
+from gpulens.findings.context import Context
+from gpulens.findings.model import Evidence, Finding
+from gpulens.findings.runs import Run, ends, finding, impact, starts, strings
+
+RULE_ID = "engine_migration"
+
+
+def check(ctx: Context) -> list[Finding]:
+    """One finding per native-engine workload `recommend_engine_migration` flags."""
+    s = ctx.engines
+    table = ctx.cached("engine_migration", lambda: recommend_engine_migration(ctx.frame, s))
+    engine, proc = strings(ctx, "engine"), strings(ctx, "process_name")
+    steady = np.array([st != "warmup" for st in strings(ctx, "state")], dtype=bool)
+    allocated = np.nan_to_num(
+        np.asarray(ctx.frame.column("allocated_s").to_numpy(zero_copy_only=False), dtype=float)
+    )
+    out = []
+    for row in table.to_pylist():
+        mine = np.array(
+            [
+                e == row["engine"] and p == row["process_name"]
+                for e, p in zip(engine, proc, strict=True)
+            ],
+            dtype=bool,
+        )
+        rows = np.flatnonzero(mine & steady)
+        if rows.size == 0:
+            continue
+        gain = float(row["expected_gain"])
+        saved = 1.0 - 1.0 / gain if gain > 1 else 0.0
+        run = Run(rows, int(starts(ctx)[rows].min()), int(ends(ctx)[rows].max()), True)
+        labels: dict[str, str] = {"model": str(row["model"])} if row["model"] else {}
+        evidence = [
+            Evidence(
+                "state_share",
+                float(row["state_share"]),
+                s.min_state_share,
+                ">=",
+                f"share of GPU time {row['dominant_state']}",
+            ),
+            Evidence("sm_active", float(row["sm_active"] or float("nan")), s.target_sm_active, "<"),
+            Evidence("dram_active", float(row["dram_active"] or float("nan"))),
+            Evidence("expected_gain", gain, 1.0, ">", str(row["gain_basis"])),
+        ]
+        out.append(
+            finding(
+                ctx,
+                RULE_ID,
+                run,
+                f"{row['engine']} ({row['process_name']}) is {row['dominant_state']} "
+                f"{float(row['state_share']):.0%} of the time: about {gain:.1f}x expected on "
+                f"{row['target_engine']} ({row['gain_kind']})",
+                evidence,
+                f"Move this workload off eager {row['engine']}: {row['recommendation']}. "
+                f"Expected gain {gain:.1f}x ({row['gain_basis']}), about "
+                f"{float(row['gpu_hours_saved']):.1f} of {float(row['gpu_hours']):.1f} "
+                "GPU-hours saved at the same load.",
+                impact(ctx, rows, allocated[rows] * saved),
+                labels=labels,
+            )
+        )
+    return out

@@ -1,0 +1,57 @@
+"""idle_allocated: a job holds GPU memory while its GPUs do no work (jobstats: 60 min warns,
+120 min is actionable)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpulens.findings.context import Context
+from gpulens.findings.model import Evidence, Finding, Severity
+from gpulens.findings.runs import finding, floats, gb, hours, in_states, mean, peak, qualifying
+
+RULE_ID = "idle_allocated"
+
+
+def check(ctx: Context) -> list[Finding]:
+    """Runs of `idle_allocated` intervals lasting `idle_warn_s` (or a per-rule override)."""
+    t = ctx.thresholds
+    need = t.min_duration.get(RULE_ID, t.idle_warn_s)
+    act = np.fmax(floats(ctx, "duty"), floats(ctx, "sm_active"))
+    out = []
+    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID), need):
+        rows = run.rows
+        activity = float(np.nanmean(act[rows])) if (~np.isnan(act[rows])).any() else float("nan")
+        held = np.fmax(
+            peak(ctx, "memory_used_bytes", rows), peak(ctx, "process_memory_bytes", rows)
+        )
+        level = (
+            Severity.CRITICAL
+            if run.duration_s >= t.idle_critical_s
+            else Severity.WARNING
+            if run.duration_s >= t.idle_warn_s
+            else Severity.INFO
+        )
+        evidence = [
+            Evidence("activity", activity, ctx.states.idle_activity, "<=", "max(duty, SM active)"),
+            Evidence("duty", mean(ctx, "duty", rows), t.util_red, "<", "jobstats red"),
+            Evidence("memory_held_bytes", held, ctx.states.idle_memory_bytes, ">"),
+            Evidence("idle_seconds", run.duration_s, t.idle_warn_s, ">=", "jobstats: 60 min warns"),
+        ]
+        out.append(
+            finding(
+                ctx,
+                RULE_ID,
+                run,
+                f"GPU held idle for {hours(run.duration_s)}: activity {activity:.2f} while "
+                f"holding {gb(held)}",
+                evidence,
+                f"Release the GPU when it is not computing: end the idle session or job (it held "
+                f"{gb(held)} for {hours(run.duration_s)} at activity {activity:.2f}). For "
+                "notebooks turn on the idle culler (JupyterHub `cull_idle_timeout`, or "
+                "`c.MappingKernelManager.cull_idle_timeout = 1800`); for batch and interactive "
+                f"jobs set an idle timeout that reclaims a GPU left at 0 % for "
+                f"{t.idle_warn_s / 60:.0f} min.",
+                level=level,
+            )
+        )
+    return out

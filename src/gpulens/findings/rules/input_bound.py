@@ -1,0 +1,55 @@
+"""input_bound: the GPU waits for data (host CPU saturated, data wait high, SM swinging)."""
+
+from __future__ import annotations
+
+from gpulens.findings.context import Context
+from gpulens.findings.model import Evidence, Finding
+from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
+
+RULE_ID = "input_bound"
+
+
+def check(ctx: Context) -> list[Finding]:
+    """Runs of `input_bound` intervals, with the input pipeline's numbers and DataLoader fixes."""
+    th = ctx.states
+    out = []
+    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID)):
+        rows = run.rows
+        sm = mean(ctx, "sm_active", rows)
+        wait, cpu = mean(ctx, "data_wait", rows), mean(ctx, "host_cpu", rows)
+        iowait = mean(ctx, "host_iowait", rows)
+        swing = mean(ctx, "sm_active_max", rows) - mean(ctx, "sm_active_min", rows)
+        evidence = [
+            Evidence("sm_active", sm, th.sm_good, "<", "DCGM: >= 0.8 needed for good use"),
+            Evidence("data_wait", wait, th.data_wait_high, ">=", "share of the step spent waiting"),
+            Evidence("host_cpu", cpu, th.host_cpu_saturated, ">=", "host CPU busy ratio"),
+            Evidence("host_iowait", iowait),
+            Evidence("sm_active_swing", swing, th.sm_swing, ">=", "max - min within an interval"),
+        ]
+        loader = (
+            "Feed the GPU faster: `DataLoader(num_workers=<CPU cores per GPU>, pin_memory=True, "
+            "persistent_workers=True, prefetch_factor=4)` and `.to(device, non_blocking=True)`."
+        )
+        if cpu == cpu and cpu >= th.host_cpu_saturated:
+            more = (
+                f" The host CPU is already {cpu:.0%} busy, so more workers will not help alone: "
+                "decode and augment on the GPU (NVIDIA DALI, torchvision.io.decode_jpeg on "
+                "device), store pre-processed data (WebDataset shards, smaller images) or ask "
+                "for more CPU cores per GPU."
+            )
+        else:
+            more = " The host CPU has room, so raising `num_workers` is the first step."
+        if iowait == iowait and iowait >= 0.1:
+            more += f" I/O wait is {iowait:.0%}: cache the dataset on local NVMe."
+        what = f"data wait {wait:.0%}" if wait == wait else f"host CPU {cpu:.0%}"
+        out.append(
+            finding(
+                ctx,
+                RULE_ID,
+                run,
+                f"input-bound for {hours(run.duration_s)}: SM active {sm:.2f} with {what}",
+                evidence,
+                loader + more,
+            )
+        )
+    return out

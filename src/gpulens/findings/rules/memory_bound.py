@@ -1,0 +1,58 @@
+"""memory_bound: DRAM (or memory-copy) traffic is saturated while the math pipes idle."""
+
+from __future__ import annotations
+
+from gpulens.findings.advice import batch_advice, engine_of, optimised
+from gpulens.findings.context import Context
+from gpulens.findings.model import Evidence, Finding, Severity
+from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
+
+RULE_ID = "memory_bound"
+
+
+def check(ctx: Context) -> list[Finding]:
+    """Runs of `memory_bound` intervals; on an already optimised engine they are info."""
+    th = ctx.states
+    out = []
+    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID)):
+        rows = run.rows
+        dram, copy = mean(ctx, "dram_active", rows), mean(ctx, "mem_copy", rows)
+        tensor, fp32 = mean(ctx, "tensor_active", rows), mean(ctx, "fp32_active", rows)
+        engine = engine_of(ctx, rows)
+        evidence = [
+            Evidence("dram_active", dram, th.dram_bound, ">=", "DCGM: saturates near 0.8"),
+            Evidence("mem_copy", copy, th.mem_copy_bound, ">="),
+            Evidence("tensor_active", tensor, th.pipes_low, "<"),
+            Evidence("fp32_active", fp32, th.pipes_low, "<"),
+        ]
+        traffic = f"DRAM active {dram:.2f}" if dram == dram else f"memory-copy {copy:.2f}"
+        if optimised(ctx, engine):
+            fix = (
+                f"{engine} already runs fused kernels: quantize (FP8 or INT8 weights and KV "
+                f"cache) to move fewer bytes per token, and batch more requests. "
+                f"{batch_advice(ctx, rows)}"
+            )
+            level: Severity | None = Severity.INFO
+        else:
+            fix = (
+                "Move fewer bytes per FLOP: run in BF16/FP16 "
+                "(`torch.autocast('cuda', dtype=torch.bfloat16)`, half the bytes of FP32), "
+                "fuse element-wise chains with `torch.compile`, use fused attention "
+                "(`scaled_dot_product_attention` / FlashAttention), and raise arithmetic "
+                f"intensity with a larger batch. {batch_advice(ctx, rows)} For inference, "
+                "TensorRT with FP16 does all of this (see engine_migration)."
+            )
+            level = None
+        out.append(
+            finding(
+                ctx,
+                RULE_ID,
+                run,
+                f"memory-bound for {hours(run.duration_s)}: {traffic} while tensor "
+                f"{tensor:.2f} and FP32 {fp32:.2f}",
+                evidence,
+                fix,
+                level=level,
+            )
+        )
+    return out

@@ -1,0 +1,97 @@
+"""throttled: the SM clock held below its maximum by the power limit or by heat."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpulens.analyze import peaks
+from gpulens.findings.context import Context
+from gpulens.findings.model import Evidence, Finding
+from gpulens.findings.runs import finding, floats, hours, impact, in_states, mean, runs, strings
+
+RULE_ID = "throttled"
+
+
+def _max_clock(ctx: Context) -> np.ndarray:
+    """The frame's maximum SM clock, else the datasheet boost clock the state used."""
+    top = floats(ctx, "sm_clock_max_hz").copy()
+    for i in np.flatnonzero(np.isnan(top)):
+        spec = peaks.lookup(strings(ctx, "gpu_model")[int(i)])
+        if spec is not None and spec.boost_clock_mhz:
+            top[i] = spec.boost_clock_mhz * 1e6
+    return top
+
+
+def _limit(ctx: Context) -> np.ndarray:
+    limit = floats(ctx, "power_limit_w").copy()
+    for i in np.flatnonzero(np.isnan(limit)):
+        spec = peaks.lookup(strings(ctx, "gpu_model")[int(i)])
+        if spec is not None and spec.tdp_w:
+            limit[i] = float(spec.tdp_w)
+    return limit
+
+
+def check(ctx: Context) -> list[Finding]:
+    """Runs of `throttled` or power-capped intervals per GPU, with the cause (power, thermal)."""
+    th, t = ctx.states, ctx.thresholds
+    capped = np.asarray(floats(ctx, "power_capped") > 0.5)
+    mask = in_states(ctx, RULE_ID) | capped
+    labels = (strings(ctx, c) for c in ("host", "gpu_uuid", "mig_instance"))
+    gpu_owner = [f"{h}|{u}|{m}" for h, u, m in zip(*labels, strict=True)]
+    clock, top, limit = floats(ctx, "sm_clock_hz"), _max_clock(ctx), _limit(ctx)
+    ratio = clock / top
+    out = []
+    need, whole = t.duration_for(RULE_ID), t.whole_window
+    for run in runs(ctx, mask, gpu_owner):
+        if not (run.duration_s >= need or (whole and run.whole)):
+            continue
+        rows = run.rows
+        r = float(np.nanmean(ratio[rows])) if (~np.isnan(ratio[rows])).any() else float("nan")
+        power = mean(ctx, "power_w", rows)
+        lim = float(np.nanmean(limit[rows])) if (~np.isnan(limit[rows])).any() else float("nan")
+        flag_p, flag_t = mean(ctx, "throttle_power", rows), mean(ctx, "throttle_thermal", rows)
+        temp = mean(ctx, "temperature_c", rows)
+        by_power = (flag_p == flag_p and flag_p >= th.throttle_fraction) or bool(capped[rows].any())
+        by_heat = flag_t == flag_t and flag_t >= th.throttle_fraction
+        causes = [c for c, on in (("power", by_power), ("thermal", by_heat)) if on] or ["unknown"]
+        evidence = [
+            Evidence("clock_ratio", r, th.clock_throttled, "<", "SM clock / maximum"),
+            Evidence("sm_clock_hz", mean(ctx, "sm_clock_hz", rows)),
+            Evidence("power_w", power, th.power_capped_ratio * lim, ">=", f"limit {lim:.1f} W"),
+            Evidence("throttle_power", flag_p, th.throttle_fraction, ">=", "share of samples"),
+            Evidence("throttle_thermal", flag_t, th.throttle_fraction, ">=", "share of samples"),
+            Evidence("temperature_c", temp),
+        ]
+        fixes = []
+        if by_power:
+            fixes.append(
+                f"Power: the board draws {power:.1f} W of its {lim:.1f} W limit. Check the limit "
+                "(`nvidia-smi -q -d POWER`); if it was lowered, restore the default "
+                "(`nvidia-smi -pl <default>`); if it is the board's maximum, the workload is "
+                "power-bound: a deliberate lower power cap or clock lock costs little speed "
+                "and saves energy."
+            )
+        if by_heat:
+            fixes.append(
+                f"Thermal: at {temp:.0f} °C the GPU slows to protect itself: check the fans, "
+                "airflow and inlet temperature of the node, and dust on the heatsink."
+            )
+        if not fixes:
+            fixes.append("Read the clock-event reasons: `nvidia-smi -q -d PERFORMANCE`.")
+        deficit = np.clip(1.0 - np.nan_to_num(ratio[rows], nan=1.0), 0.0, 1.0)
+        lost = floats(ctx, "allocated_s")[rows] * deficit
+        clock_mhz = mean(ctx, "sm_clock_hz", rows) / 1e6
+        top_mhz = float(np.nanmean(top[rows])) / 1e6
+        out.append(
+            finding(
+                ctx,
+                RULE_ID,
+                run,
+                f"{' and '.join(causes)} throttling for {hours(run.duration_s)}: SM clock "
+                f"{clock_mhz:.0f} of {top_mhz:.0f} MHz ({r:.0%})",
+                evidence,
+                " ".join(fixes),
+                impact(ctx, rows, lost),
+            )
+        )
+    return out

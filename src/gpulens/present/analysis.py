@@ -1,0 +1,165 @@
+"""From the store to a report's view model: frames → states → useful work → waste → findings.
+
+`analyse(...)` is the one place the report front ends get their numbers from; renderers in
+`present.report` only format what it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpulens.analyze import fairness, rollups, waste
+from gpulens.analyze.carbon import DEFAULT_REGION
+from gpulens.analyze.prices import Prices
+from gpulens.findings.engine import build_context, run_rules
+from gpulens.findings.model import Finding
+from gpulens.store import Store
+from gpulens.store.frames import gpu_intervals
+
+NS = 1_000_000_000
+SCOPE_KEYS: tuple[str, ...] = ("job_id", "user", "host", "engine", "project")
+
+
+def auto_step(span_s: float) -> float:
+    """Interval length for a report span: fine for short spans, coarse enough for long ones."""
+    if span_s <= 6 * 3600:
+        return 60.0
+    if span_s <= 2 * 86400:
+        return 300.0
+    if span_s <= 10 * 86400:
+        return 900.0
+    return 3600.0
+
+
+@dataclass
+class ReportView:
+    """Everything a report shows; renderers format it and compute nothing."""
+
+    title: str
+    scope: dict[str, str]
+    start_ns: int | None
+    end_ns: int | None
+    step_s: float
+    totals: dict[str, Any] = field(default_factory=dict)
+    waste_by_cause: list[dict[str, Any]] = field(default_factory=list)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    top_users: list[dict[str, Any]] = field(default_factory=list)
+    top_jobs: list[dict[str, Any]] = field(default_factory=list)
+    engines: list[dict[str, Any]] = field(default_factory=list)
+    fairness: dict[str, Any] = field(default_factory=dict)
+    states: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_job_report(self) -> bool:
+        return "job_id" in self.scope
+
+
+def _rows(table: pa.Table, limit: int | None = None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows if limit is None else rows[:limit]
+
+
+def _top(table: pa.Table, key: str, limit: int) -> list[dict[str, Any]]:
+    if table.num_rows == 0 or key not in table.column_names:
+        return []
+    ordered = table.sort_by([("wasted_gpu_hours", "descending")])
+    return [r for r in _rows(ordered) if r.get(key) is not None][:limit]
+
+
+def _state_shares(frame: pa.Table) -> list[dict[str, Any]]:
+    """Allocated GPU-hours per state, largest first."""
+    if frame.num_rows == 0:
+        return []
+    grouped = frame.group_by("state").aggregate([("gpu_s", "sum"), ("allocated_s", "sum")])
+    total = float(pc.sum(grouped["gpu_s_sum"]).as_py() or 0.0)
+    out = []
+    for r in grouped.to_pylist():
+        hours = (r["gpu_s_sum"] or 0.0) / 3600
+        out.append(
+            {
+                "state": r["state"],
+                "gpu_hours": hours,
+                "share": (r["gpu_s_sum"] or 0.0) / total if total else None,
+            }
+        )
+    return sorted(out, key=lambda r: -r["gpu_hours"])
+
+
+def analyse(
+    store: Store,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    scope: Mapping[str, str] | None = None,
+    step_s: float | None = None,
+    prices: Prices | None = None,
+    region: str | float = DEFAULT_REGION,
+    quotas: Mapping[str, float] | None = None,
+) -> ReportView:
+    """Build the report of the store over [start_ns, end_ns) for the given label scope."""
+    filters = {k: v for k, v in (scope or {}).items() if v}
+    if step_s is None:
+        bounds = store.query("SELECT min(epoch_ns(ts)) AS a, max(epoch_ns(ts)) AS b FROM gpu")
+        lo = start_ns if start_ns is not None else bounds["a"][0].as_py()
+        hi = end_ns if end_ns is not None else bounds["b"][0].as_py()
+        span = ((hi or 0) - (lo or 0)) / NS if lo is not None and hi is not None else 0.0
+        step_s = auto_step(span)
+    frame = gpu_intervals(store, step_s=step_s, start_ns=start_ns, end_ns=end_ns, where=filters)
+    title = f"Job {filters['job_id']}" if "job_id" in filters else "Fleet report"
+    view = ReportView(title, filters, start_ns, end_ns, step_s)
+    if frame.num_rows == 0:
+        view.notes.append("no GPU readings in this window and scope")
+        return view
+    ctx = build_context(frame, prices=prices, region=region, quotas=quotas)
+    annotated = ctx.frame
+    view.findings = run_rules(ctx)
+    cluster = rollups.rollup(annotated, (), prices=prices, region=region)
+    view.totals = _rows(cluster)[0] if cluster.num_rows else {}
+    view.totals["start_ns"] = int(pc.min(annotated["start_ns"]).as_py())
+    view.totals["end_ns"] = int(pc.max(annotated["start_ns"]).as_py() + step_s * NS)
+    view.waste_by_cause = _rows(waste.waste_by_cause(annotated, prices=prices, region=region))
+    gpu_table = rollups.rollup(annotated, ("host", "gpu_index", "gpu_uuid", "gpu_model"))
+    memory = annotated.group_by("gpu_uuid").aggregate(
+        [("memory_used_bytes", "max"), ("memory_total_bytes", "max")]
+    )
+    peaks = {r["gpu_uuid"]: r for r in memory.to_pylist()}
+    view.gpus = sorted(
+        (
+            {**r, **{k: v for k, v in peaks.get(r["gpu_uuid"], {}).items() if k != "gpu_uuid"}}
+            for r in _rows(gpu_table)
+        ),
+        key=lambda r: (
+            str(r.get("host")),
+            int(r["gpu_index"]) if str(r.get("gpu_index", "")).isdigit() else 0,
+        ),
+    )
+    view.top_users = _top(
+        rollups.rollup(annotated, "user", prices=prices, region=region), "user", 10
+    )
+    view.top_jobs = _top(
+        rollups.rollup(annotated, "job_id", prices=prices, region=region), "job_id", 10
+    )
+    view.engines = _rows(rollups.rollup(annotated, "engine", prices=prices, region=region))
+    summary = fairness.shares(annotated, "user", quotas=quotas, prices=prices, region=region)
+    view.fairness = {
+        "table": _rows(summary.table),
+        "jain_useful": summary.jain_useful,
+        "jain_allocation_over_quota": summary.jain_allocation_over_quota,
+    }
+    view.states = _state_shares(annotated)
+    tiers = set(annotated["tier"].to_pylist()) if "tier" in annotated.column_names else set()
+    if tiers and tiers != {"profiling"}:
+        view.notes.append(
+            "some GPUs report duty cycle only (no SM or tensor activity): their useful work is "
+            "unmeasured; enable DCGM profiling or use Hopper+ GPUs with NVML GPM"
+        )
+    return view
+
+
+__all__ = ["ReportView", "analyse", "auto_step"]

@@ -1,0 +1,337 @@
+"""Renders a ReportView as terminal text, Markdown, self-contained HTML or JSON.
+
+The JSON schema (`SCHEMA_VERSION`) is documented in docs/report.md and kept stable: new keys may
+be added, existing ones keep their meaning.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from gpulens.present.analysis import ReportView
+
+SCHEMA_VERSION = 1
+
+
+def _ts(ns: int | None) -> str:
+    if ns is None:
+        return "-"
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def _money(x: float | None, currency: str = "USD") -> str:
+    return "-" if x is None else f"{x:,.2f} {currency}"
+
+
+def _window(view: ReportView) -> str:
+    return f"{_ts(view.totals.get('start_ns'))} to {_ts(view.totals.get('end_ns'))}"
+
+
+def _headline(view: ReportView) -> list[tuple[str, str]]:
+    t = view.totals
+    return [
+        ("window", _window(view)),
+        ("GPUs", str(t.get("gpus", "-"))),
+        ("allocated GPU-hours", _num(t.get("allocated_gpu_hours"))),
+        ("useful GPU-hours", _num(t.get("useful_gpu_hours"))),
+        ("wasted GPU-hours", _num(t.get("wasted_gpu_hours"))),
+        ("duty cycle (nvidia-smi)", _pct(t.get("mean_duty"))),
+        ("SM activity", _pct(t.get("mean_sm_active"))),
+        ("tensor activity", _pct(t.get("mean_tensor_active"))),
+        ("energy", f"{_num(t.get('energy_kwh'), 2)} kWh"),
+        ("cost", _money(t.get("total_cost"))),
+        ("wasted cost", _money(t.get("wasted_cost"))),
+        ("CO2e", f"{_num(t.get('co2e_kg'), 2)} kg"),
+    ]
+
+
+_SHORT_SUBJECT = ("job_id", "user", "engine", "host", "gpu_index", "model", "workload", "event")
+
+
+def _short_subject(subject: dict[str, str] | Any) -> str:
+    """The few labels a person needs to find the subject (the JSON keeps them all)."""
+    keys = [k for k in _SHORT_SUBJECT if k in subject] or list(subject)[:4]
+    return ", ".join(f"{k}={subject[k]}" for k in keys)
+
+
+def _bar(x: float | None, width: int = 20) -> str:
+    if x is None:
+        return " " * width
+    n = max(0, min(width, round(x * width)))
+    return "█" * n + "·" * (width - n)
+
+
+# -- JSON -------------------------------------------------------------------------------------
+
+
+def to_json(view: ReportView) -> str:
+    """The report as JSON (schema in docs/report.md)."""
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "job" if view.is_job_report else "fleet",
+        "title": view.title,
+        "scope": view.scope,
+        "step_s": view.step_s,
+        "totals": view.totals,
+        "states": view.states,
+        "waste_by_cause": view.waste_by_cause,
+        "gpus": view.gpus,
+        "top_users": view.top_users,
+        "top_jobs": view.top_jobs,
+        "engines": view.engines,
+        "fairness": view.fairness,
+        "findings": [f.to_dict() for f in view.findings],
+        "notes": view.notes,
+    }
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+# -- Markdown ---------------------------------------------------------------------------------
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return [*out, ""]
+
+
+def to_markdown(view: ReportView) -> str:
+    """The report as Markdown."""
+    lines = [f"# {view.title}", ""]
+    if view.scope:
+        lines += [", ".join(f"{k} = `{v}`" for k, v in view.scope.items()), ""]
+    lines += _md_table(["measure", "value"], [[k, v] for k, v in _headline(view)])
+    lines += ["## Per GPU: duty cycle versus useful work", ""]
+    lines += _md_table(
+        ["host", "GPU", "model", "duty", "SM", "tensor", "memory peak GB", "kWh", "wasted GPU-h"],
+        [
+            [
+                str(g.get("host")),
+                str(g.get("gpu_index")),
+                str(g.get("gpu_model")),
+                _pct(g.get("mean_duty")),
+                _pct(g.get("mean_sm_active")),
+                _pct(g.get("mean_tensor_active")),
+                _num((g.get("memory_used_bytes_max") or 0) / 1e9),
+                _num(g.get("energy_kwh"), 2),
+                _num(g.get("wasted_gpu_hours"), 2),
+            ]
+            for g in view.gpus
+        ],
+    )
+    if view.waste_by_cause:
+        lines += ["## Waste by cause", ""]
+        lines += _md_table(
+            ["cause", "GPU-hours", "cost", "kWh", "kg CO2e"],
+            [
+                [
+                    str(w.get("cause")),
+                    _num(w.get("gpu_hours"), 2),
+                    _money(w.get("cost")),
+                    _num(w.get("energy_kwh"), 2),
+                    _num(w.get("co2e_kg"), 2),
+                ]
+                for w in view.waste_by_cause
+            ],
+        )
+    if not view.is_job_report and view.top_users:
+        lines += ["## Top wasters", ""]
+        lines += _md_table(
+            ["user", "allocated GPU-h", "useful GPU-h", "wasted GPU-h", "wasted cost"],
+            [
+                [
+                    str(u.get("user")),
+                    _num(u.get("allocated_gpu_hours"), 2),
+                    _num(u.get("useful_gpu_hours"), 2),
+                    _num(u.get("wasted_gpu_hours"), 2),
+                    _money(u.get("wasted_cost")),
+                ]
+                for u in view.top_users
+            ],
+        )
+    lines += [f"## Findings ({len(view.findings)})", ""]
+    for f in view.findings:
+        subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())
+        lines += [
+            f"### {f.severity.value.upper()}: {f.rule_id} — {subject}",
+            "",
+            f.summary,
+            "",
+            f"- window: {_ts(f.window[0])} to {_ts(f.window[1])}",
+            f"- impact: {f.impact.wasted_gpu_hours:.2f} wasted GPU-hours, "
+            f"{f.impact.cost:.2f} {f.impact.currency}, {f.impact.energy_kwh:.2f} kWh, "
+            f"{f.impact.co2e_kg:.2f} kg CO2e",
+        ]
+        lines += [
+            f"- evidence: {e.metric} = {e.value:.3g}"
+            + (f" ({e.comparison} {e.threshold:.3g})" if e.threshold is not None else "")
+            + (f" — {e.note}" if e.note else "")
+            for e in f.evidence
+        ]
+        lines += [f"- **fix:** {f.recommendation}", f"- docs: {f.docs}", ""]
+    for note in view.notes:
+        lines += [f"> {note}", ""]
+    return "\n".join(lines)
+
+
+# -- terminal ---------------------------------------------------------------------------------
+
+
+def to_terminal(view: ReportView) -> str:
+    """The report as plain terminal text (bars for duty cycle, SM and tensor activity)."""
+    lines = [view.title, "=" * len(view.title)]
+    if view.scope:
+        lines.append(", ".join(f"{k}={v}" for k, v in view.scope.items()))
+    width = max(len(k) for k, _ in _headline(view))
+    lines += [f"{k:<{width}}  {v}" for k, v in _headline(view)] + [""]
+    lines.append("Per GPU            duty                  SM                    tensor")
+    for g in view.gpus:
+        lines.append(
+            f"{str(g.get('host'))[:12]:<12} {g.get('gpu_index')!s:>3}  "
+            f"{_bar(g.get('mean_duty'))}  {_bar(g.get('mean_sm_active'))}  "
+            f"{_bar(g.get('mean_tensor_active'))}"
+        )
+    lines.append("")
+    if view.waste_by_cause:
+        lines.append("Waste by cause")
+        for w in view.waste_by_cause:
+            lines.append(
+                f"  {w.get('cause')!s:<18} {_num(w.get('gpu_hours'), 2):>8} GPU-h  "
+                f"{_money(w.get('cost')):>14}"
+            )
+        lines.append("")
+    lines.append(f"Findings ({len(view.findings)})")
+    for f in view.findings:
+        subject = _short_subject(f.subject)
+        lines += [
+            f"  [{f.severity.value}] {f.rule_id}: {subject}",
+            f"      {f.summary}",
+            f"      impact: {f.impact.wasted_gpu_hours:.2f} GPU-h wasted, "
+            f"{f.impact.cost:.2f} {f.impact.currency}",
+            f"      fix: {f.recommendation}",
+        ]
+    lines += [f"note: {n}" for n in view.notes]
+    return "\n".join(lines) + "\n"
+
+
+# -- HTML -------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#1d2329}
+table{border-collapse:collapse;margin:0.5rem 0 1.5rem}
+td,th{padding:0.25rem 0.6rem;border-bottom:1px solid #dde;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.finding{border-left:4px solid #c60;padding:0.3rem 1rem;margin:1rem 0;background:#fbf7f2}
+.finding.critical{border-color:#b00}.finding.info{border-color:#06c}
+.legend span{display:inline-block;width:0.8rem;height:0.8rem;margin:0 0.3rem 0 1rem}
+"""
+_COLORS = {"duty": "#9aa5b1", "sm": "#2f7ed8", "tensor": "#1b9e5a"}
+
+
+def _svg_bars(gpus: list[dict[str, Any]]) -> str:
+    """Per-GPU grouped bars (duty cycle, SM activity, tensor activity) as inline SVG."""
+    row_h, bar_h, label_w, scale = 34, 9, 150, 420
+    height = row_h * len(gpus) + 10
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + scale + 60}" '
+        f'height="{height}" role="img" aria-label="duty cycle versus useful work per GPU">'
+    ]
+    for i, g in enumerate(gpus):
+        y = 5 + i * row_h
+        label = html.escape(f"{g.get('host')} / {g.get('gpu_index')}")
+        parts.append(f'<text x="0" y="{y + 16}" font-size="12">{label}</text>')
+        for j, (key, col) in enumerate(
+            (("mean_duty", "duty"), ("mean_sm_active", "sm"), ("mean_tensor_active", "tensor"))
+        ):
+            value = g.get(key)
+            w = 0 if value is None else max(0.0, min(1.0, value)) * scale
+            parts.append(
+                f'<rect x="{label_w}" y="{y + j * bar_h}" width="{w:.1f}" height="{bar_h - 1}" '
+                f'fill="{_COLORS[col]}"><title>{col}: {_pct(value)}</title></rect>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _html_table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="{"n" if i >= numeric_from else ""}">{html.escape(c)}</td>'
+            for i, c in enumerate(r)
+        )
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def to_html(view: ReportView) -> str:
+    """A self-contained HTML page (inline CSS and SVG; nothing loaded from the network)."""
+    out = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(view.title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(view.title)}</h1>",
+        _html_table(["measure", "value"], [[k, v] for k, v in _headline(view)]),
+        "<h2>Per GPU: duty cycle versus useful work</h2>",
+        '<p class="legend">'
+        + "".join(f'<span style="background:{c}"></span>{n}' for n, c in _COLORS.items())
+        + "</p>",
+        _svg_bars(view.gpus),
+    ]
+    if view.waste_by_cause:
+        out += [
+            "<h2>Waste by cause</h2>",
+            _html_table(
+                ["cause", "GPU-hours", "cost", "kWh", "kg CO2e"],
+                [
+                    [
+                        str(w.get("cause")),
+                        _num(w.get("gpu_hours"), 2),
+                        _money(w.get("cost")),
+                        _num(w.get("energy_kwh"), 2),
+                        _num(w.get("co2e_kg"), 2),
+                    ]
+                    for w in view.waste_by_cause
+                ],
+            ),
+        ]
+    out.append(f"<h2>Findings ({len(view.findings)})</h2>")
+    for f in view.findings:
+        subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())
+        evidence = "".join(
+            f"<li>{html.escape(e.metric)} = {e.value:.3g}"
+            + (
+                f" ({html.escape(e.comparison)} {e.threshold:.3g})"
+                if e.threshold is not None
+                else ""
+            )
+            + "</li>"
+            for e in f.evidence
+        )
+        out.append(
+            f'<div class="finding {f.severity.value}"><h3>{html.escape(f.rule_id)}: '
+            f"{html.escape(subject)}</h3><p>{html.escape(f.summary)}</p><ul>{evidence}</ul>"
+            f"<p>Impact: {f.impact.wasted_gpu_hours:.2f} wasted GPU-hours, "
+            f"{f.impact.cost:.2f} {html.escape(f.impact.currency)}, "
+            f"{f.impact.energy_kwh:.2f} kWh, {f.impact.co2e_kg:.2f} kg CO2e</p>"
+            f"<p><b>Fix:</b> {html.escape(f.recommendation)}</p></div>"
+        )
+    out += [f"<p><i>{html.escape(n)}</i></p>" for n in view.notes]
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+RENDERERS = {"terminal": to_terminal, "markdown": to_markdown, "html": to_html, "json": to_json}
