@@ -1,0 +1,233 @@
+"""Read CSV files (plain, gzip, or .tar/.tar.gz archives of CSVs) into reading tables.
+
+Columnar throughout: pyarrow's streaming CSV reader yields record batches of `BLOCK_SIZE`
+bytes of text, each converted to compact columns (int64 ns, dictionary labels, float metrics)
+before the next is read, so memory holds the converted result plus one block of text. Archive
+members are read one at a time from the stream. Bad input raises one `CsvImportError`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import gzip
+import io
+import tarfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from gpulens.collect.csv_import.errors import CsvImportError
+from gpulens.collect.csv_import.mapping import ColumnMap
+from gpulens.collect.csv_import.values import Where, parse_numbers, parse_timestamps
+from gpulens.model import Kind
+
+BLOCK_SIZE = 8 << 20
+NULL_TOKENS: tuple[str, ...] = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None", "none")
+TS = "ts"
+
+#: picks the ColumnMap for a member name (an archive member or the file name); None: skip it
+Resolver = Callable[[str], ColumnMap | None]
+
+
+def parse_csv_table(
+    src: Path | str | bytes,
+    mapping: ColumnMap | Resolver,
+    source: str | None = None,
+    *,
+    host: str | None = None,
+) -> dict[Kind, pa.Table]:
+    """Readings tables (one per kind) of a CSV file, gzip file, bytes or CSV archive.
+
+    `mapping` is one ColumnMap, or a resolver choosing one per file name (a preset); a file the
+    resolver returns None for is skipped, and an archive with nothing to import is an error.
+    `host` fills the ``host`` label of rows without one when the map's `fill_host` is set.
+    """
+    parts: dict[Kind, list[pa.Table]] = {}
+    for kind, table in iter_tables(src, mapping, source, host=host):
+        parts.setdefault(kind, []).append(table)
+    return {kind: _concat(tables) for kind, tables in parts.items()}
+
+
+def iter_tables(
+    src: Path | str | bytes,
+    mapping: ColumnMap | Resolver,
+    source: str | None = None,
+    *,
+    host: str | None = None,
+) -> Iterator[tuple[Kind, pa.Table]]:
+    """(kind, table) per block of every CSV in `src`, in file order (bounded memory)."""
+    resolve: Resolver = (lambda _name: mapping) if isinstance(mapping, ColumnMap) else mapping
+    name = source or (str(src) if not isinstance(src, bytes) else "<bytes>")
+    found = False
+    for member, stream in _open_members(src, name):
+        column_map = resolve(Path(member.split(":")[-1]).name)
+        if column_map is None:
+            continue
+        found = True
+        yield from _iter_csv(stream, column_map, member, host)
+    if not found:
+        raise CsvImportError(name, "it holds no CSV file the column map or preset applies to")
+
+
+def _open_members(src: Path | str | bytes, name: str) -> Iterator[tuple[str, IO[bytes]]]:
+    """(name, binary stream) of each CSV: the file itself, or each archive member."""
+    if isinstance(src, bytes):
+        raw: IO[bytes] = io.BytesIO(src)
+    else:
+        try:
+            raw = Path(src).open("rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise CsvImportError(name, f"cannot open it: {exc.strerror}") from None
+    with raw:
+        head = raw.read(262)
+        raw.seek(0)
+        gz = head[:2] == b"\x1f\x8b"
+        if _is_tar(raw, gz):
+            yield from _tar_members(raw, name)
+        elif gz:
+            with gzip.GzipFile(fileobj=raw) as unzipped:
+                yield name, unzipped  # type: ignore[misc]
+        else:
+            yield name, raw
+
+
+def _is_tar(raw: IO[bytes], gz: bool) -> bool:
+    try:
+        if gz:
+            with gzip.GzipFile(fileobj=raw) as unzipped:
+                block = unzipped.read(512)
+        else:
+            block = raw.read(512)
+    except (OSError, EOFError):
+        block = b""
+    raw.seek(0)
+    return len(block) == 512 and block[257:262] == b"ustar"
+
+
+def _tar_members(raw: IO[bytes], name: str) -> Iterator[tuple[str, IO[bytes]]]:
+    try:
+        with tarfile.open(fileobj=raw, mode="r|*") as archive:
+            for info in archive:
+                if not info.isfile() or Path(info.name).name.startswith("."):
+                    continue
+                if not fnmatch.fnmatch(info.name.lower(), "*.csv*"):
+                    continue
+                stream = archive.extractfile(info)
+                if stream is not None:
+                    yield f"{name}:{info.name}", stream
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise CsvImportError(name, f"the archive is damaged or truncated ({exc})") from None
+
+
+def _iter_csv(
+    stream: IO[bytes], mapping: ColumnMap, source: str, host: str | None
+) -> Iterator[tuple[Kind, pa.Table]]:
+    read = pacsv.ReadOptions(block_size=BLOCK_SIZE)
+    parse = pacsv.ParseOptions(delimiter=mapping.delimiter)
+    wanted = list(mapping.columns)
+    convert = pacsv.ConvertOptions(
+        include_columns=wanted,
+        column_types={c: pa.string() for c in wanted},
+        null_values=list(NULL_TOKENS),
+        strings_can_be_null=True,
+    )
+    try:
+        reader = pacsv.open_csv(stream, read, parse, convert)
+    except (pa.ArrowInvalid, pa.ArrowKeyError, OSError, EOFError, tarfile.TarError) as exc:
+        raise _arrow_error(source, exc, wanted) from None
+    row = 1
+    unit = mapping.time_unit
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        except (pa.ArrowInvalid, OSError, EOFError, tarfile.TarError) as exc:
+            raise _arrow_error(source, exc, wanted, row) from None
+        tables, unit = convert_batch(batch, mapping, source, row, unit, host)
+        row += batch.num_rows
+        yield from tables.items()
+
+
+def convert_batch(
+    batch: pa.RecordBatch,
+    mapping: ColumnMap,
+    source: str,
+    first_row: int,
+    unit: str,
+    host: str | None,
+) -> tuple[dict[Kind, pa.Table], str]:
+    """One block of text columns → reading tables per kind, and the resolved time unit.
+
+    Rows whose metrics of a kind are all missing are left out of that kind's table.
+    """
+    n = batch.num_rows
+    ts, unit = parse_timestamps(
+        batch.column(mapping.time_column), unit, Where(source, mapping.time_column, first_row)
+    )
+    labels: dict[str, pa.Array] = {}
+    for column, key in mapping.labels:
+        text = pc.utf8_trim_whitespace(batch.column(column))
+        labels[key] = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
+    for key, value in mapping.constants:
+        labels[key] = pa.array([value] * 1, pa.string()).take(np.zeros(n, dtype=np.int32))
+    if mapping.fill_host and host is not None:
+        fill = pa.scalar(host, pa.string())
+        labels["host"] = (
+            labels["host"].fill_null(fill)
+            if "host" in labels
+            else pa.nulls(n, pa.string()).fill_null(fill)
+        )
+    out: dict[Kind, pa.Table] = {}
+    for kind in mapping.kinds:
+        cols: dict[str, pa.Array] = {TS: pa.array(ts, type=pa.int64())}
+        cols.update({k: v.dictionary_encode() for k, v in labels.items()})
+        keep = np.zeros(n, dtype=bool)
+        for metric in (m for m in mapping.metrics if m.kind is kind):
+            where = Where(source, metric.column, first_row)
+            values = metric.convert(parse_numbers(batch.column(metric.column), where))
+            missing = np.isnan(values)
+            keep |= ~missing
+            cols[metric.field] = pa.array(values, type=pa.float64(), mask=missing)
+        table = pa.table(cols)
+        if not keep.all():
+            table = table.filter(pa.array(keep))
+        if table.num_rows:
+            out[kind] = table
+    return out, unit
+
+
+def _arrow_error(source: str, exc: Exception, wanted: list[str], row: int = 0) -> CsvImportError:
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "include_columns" in message or "not found" in message.lower():
+        return CsvImportError(
+            source, f"a mapped column is missing (the map reads {', '.join(wanted)}): {message}"
+        )
+    if row > 1:
+        message += f" (in the block that starts at row {row})"
+    if not isinstance(exc, pa.ArrowException):
+        return CsvImportError(source, f"the file is damaged or truncated: {message}")
+    return CsvImportError(source, f"the CSV text is malformed: {message}")
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """One table from blocks and files whose columns may differ (missing → null)."""
+    if len(tables) == 1:
+        return tables[0]
+    plain = []
+    for t in tables:
+        cols = {
+            name: (col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col)
+            for name, col in zip(t.column_names, t.columns, strict=True)
+        }
+        plain.append(pa.table(cols))
+    merged = pa.concat_tables(plain, promote_options="permissive")
+    for i, fld in enumerate(merged.schema):
+        if pa.types.is_string(fld.type):
+            merged = merged.set_column(i, fld.name, merged.column(i).dictionary_encode())
+    return merged
