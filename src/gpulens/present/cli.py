@@ -31,6 +31,7 @@ from rich.text import Text
 
 from gpulens import __version__
 from gpulens.clock import PacedClock, SystemClock
+from gpulens.collect.csv_import import column_map_from_options
 from gpulens.collect.probe import probe_all
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import Config, load_config
@@ -311,6 +312,7 @@ class CaptureFormat(StrEnum):
     dcgm_exporter = "dcgm-exporter"
     nvidia_smi_xml = "nvidia-smi-xml"
     nvidia_smi_csv = "nvidia-smi-csv"
+    csv = "csv"
 
 
 @app.command()
@@ -329,8 +331,28 @@ def ingest(
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="The store to write to.")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="CSV preset (alibaba-genai-2026); implies --format csv.")
+    ] = None,
+    time_column: Annotated[str | None, typer.Option(help="CSV: the timestamp column.")] = None,
+    time_unit: Annotated[
+        str, typer.Option(help="CSV: timestamp unit: auto, s, ms, us, ns or iso.")
+    ] = "auto",
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="CSV: COLUMN=FIELD[:UNIT], a metric column (repeatable)."),
+    ] = None,
+    label: Annotated[
+        list[str] | None, typer.Option(help="CSV: COLUMN=LABEL, an identity column (repeatable).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="CSV: LABEL=VALUE put on every row (repeatable)."),
+    ] = None,
+    delimiter: Annotated[str, typer.Option(help="CSV: field delimiter.")] = ",",
 ) -> None:
-    """Store captured dcgm-exporter pages or nvidia-smi output as readings."""
+    """Store captured files as readings: dcgm-exporter pages, nvidia-smi XML or CSV, or any
+    CSV export of telemetry (with --map, or a --preset)."""
     cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
     ts_ns = None
     if time is not None:
@@ -343,7 +365,15 @@ def ingest(
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         ts_ns = int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
-    result = run_ingest(cfg, files, format.value if format else None, host or cfg.host, ts_ns)
+    column_map = None
+    if map_ or time_column:
+        column_map = column_map_from_options(
+            time_column or "", map_ or [], label or [], set_ or [], time_unit, delimiter
+        )
+    fmt = format.value if format else ("csv" if column_map or preset else None)
+    result = run_ingest(
+        cfg, files, fmt, host or cfg.host, ts_ns, column_map=column_map, preset=preset
+    )
     skipped = sum(result.skipped.values())
     out.print(
         f"stored {result.readings:,} readings from {result.files} file(s) into {cfg.data_dir}"

@@ -46,6 +46,7 @@ def _headline(view: ReportView) -> list[tuple[str, str]]:
         ("allocated GPU-hours", _num(t.get("allocated_gpu_hours"))),
         ("useful GPU-hours", _num(t.get("useful_gpu_hours"))),
         ("wasted GPU-hours", _num(t.get("wasted_gpu_hours"))),
+        ("unmeasured GPU-hours", _num(t.get("unmeasured_gpu_hours"))),
         ("duty cycle (nvidia-smi)", _pct(t.get("mean_duty"))),
         ("SM activity", _pct(t.get("mean_sm_active"))),
         ("tensor activity", _pct(t.get("mean_tensor_active"))),
@@ -63,6 +64,29 @@ def _short_subject(subject: dict[str, str] | Any) -> str:
     """The few labels a person needs to find the subject (the JSON keeps them all)."""
     keys = [k for k in _SHORT_SUBJECT if k in subject] or list(subject)[:4]
     return ", ".join(f"{k}={subject[k]}" for k in keys)
+
+
+MAX_GPU_ROWS = 24
+MAX_FINDINGS = 20
+
+
+def _gpu_name(g: dict[str, Any]) -> tuple[str, str]:
+    """(host, GPU) as a person reads them: the index where known, else a short UUID."""
+    host = str(g.get("host") or "-")
+    index = g.get("gpu_index")
+    if index is None:
+        uuid = str(g.get("gpu_uuid") or "-")
+        index = uuid[:12]
+    return host, str(index)
+
+
+def _shown_gpus(view: ReportView) -> tuple[list[dict[str, Any]], int]:
+    """The GPUs a text report lists (all of them up to MAX_GPU_ROWS, else the most wasteful)
+    and how many were left out."""
+    if len(view.gpus) <= MAX_GPU_ROWS:
+        return view.gpus, 0
+    ranked = sorted(view.gpus, key=lambda g: -(g.get("wasted_gpu_hours") or 0.0))
+    return ranked[:MAX_GPU_ROWS], len(view.gpus) - MAX_GPU_ROWS
 
 
 def _bar(x: float | None, width: int = 20) -> str:
@@ -113,12 +137,12 @@ def to_markdown(view: ReportView) -> str:
         lines += [", ".join(f"{k} = `{v}`" for k, v in view.scope.items()), ""]
     lines += _md_table(["measure", "value"], [[k, v] for k, v in _headline(view)])
     lines += ["## Per GPU: duty cycle versus useful work", ""]
+    shown, hidden = _shown_gpus(view)
     lines += _md_table(
         ["host", "GPU", "model", "duty", "SM", "tensor", "memory peak GB", "kWh", "wasted GPU-h"],
         [
             [
-                str(g.get("host")),
-                str(g.get("gpu_index")),
+                *_gpu_name(g),
                 str(g.get("gpu_model")),
                 _pct(g.get("mean_duty")),
                 _pct(g.get("mean_sm_active")),
@@ -127,9 +151,11 @@ def to_markdown(view: ReportView) -> str:
                 _num(g.get("energy_kwh"), 2),
                 _num(g.get("wasted_gpu_hours"), 2),
             ]
-            for g in view.gpus
+            for g in shown
         ],
     )
+    if hidden:
+        lines += [f"... and {hidden} more GPUs (the most wasteful are shown).", ""]
     if view.waste_by_cause:
         lines += ["## Waste by cause", ""]
         lines += _md_table(
@@ -160,8 +186,8 @@ def to_markdown(view: ReportView) -> str:
                 for u in view.top_users
             ],
         )
-    lines += [f"## Findings ({len(view.findings)})", ""]
-    for f in view.findings:
+    lines += [f"## Findings ({len(view.findings)}, largest impact first)", ""]
+    for f in view.findings[:MAX_FINDINGS]:
         subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())
         lines += [
             f"### {f.severity.value.upper()}: {f.rule_id} — {subject}",
@@ -195,13 +221,17 @@ def to_terminal(view: ReportView) -> str:
         lines.append(", ".join(f"{k}={v}" for k, v in view.scope.items()))
     width = max(len(k) for k, _ in _headline(view))
     lines += [f"{k:<{width}}  {v}" for k, v in _headline(view)] + [""]
-    lines.append("Per GPU            duty                  SM                    tensor")
-    for g in view.gpus:
+    shown, hidden = _shown_gpus(view)
+    lines.append("Per GPU                   duty                  SM                    tensor")
+    for g in shown:
+        host, gpu = _gpu_name(g)
         lines.append(
-            f"{str(g.get('host'))[:12]:<12} {g.get('gpu_index')!s:>3}  "
+            f"{host[:12]:<12} {gpu:>12}  "
             f"{_bar(g.get('mean_duty'))}  {_bar(g.get('mean_sm_active'))}  "
             f"{_bar(g.get('mean_tensor_active'))}"
         )
+    if hidden:
+        lines.append(f"... and {hidden} more GPUs (the most wasteful are shown; JSON lists all)")
     lines.append("")
     if view.waste_by_cause:
         lines.append("Waste by cause")
@@ -211,8 +241,8 @@ def to_terminal(view: ReportView) -> str:
                 f"{_money(w.get('cost')):>14}"
             )
         lines.append("")
-    lines.append(f"Findings ({len(view.findings)})")
-    for f in view.findings:
+    lines.append(f"Findings ({len(view.findings)}, largest impact first)")
+    for f in view.findings[:MAX_FINDINGS]:
         subject = _short_subject(f.subject)
         lines += [
             f"  [{f.severity.value}] {f.rule_id}: {subject}",
@@ -221,6 +251,8 @@ def to_terminal(view: ReportView) -> str:
             f"{f.impact.cost:.2f} {f.impact.currency}",
             f"      fix: {f.recommendation}",
         ]
+    if len(view.findings) > MAX_FINDINGS:
+        lines.append(f"  ... and {len(view.findings) - MAX_FINDINGS} more (JSON lists all)")
     lines += [f"note: {n}" for n in view.notes]
     return "\n".join(lines) + "\n"
 
@@ -249,7 +281,7 @@ def _svg_bars(gpus: list[dict[str, Any]]) -> str:
     ]
     for i, g in enumerate(gpus):
         y = 5 + i * row_h
-        label = html.escape(f"{g.get('host')} / {g.get('gpu_index')}")
+        label = html.escape(" / ".join(_gpu_name(g)))
         parts.append(f'<text x="0" y="{y + 16}" font-size="12">{label}</text>')
         for j, (key, col) in enumerate(
             (("mean_duty", "duty"), ("mean_sm_active", "sm"), ("mean_tensor_active", "tensor"))
@@ -289,7 +321,7 @@ def to_html(view: ReportView) -> str:
         '<p class="legend">'
         + "".join(f'<span style="background:{c}"></span>{n}' for n, c in _COLORS.items())
         + "</p>",
-        _svg_bars(view.gpus),
+        _svg_bars(_shown_gpus(view)[0]),
     ]
     if view.waste_by_cause:
         out += [
@@ -308,8 +340,8 @@ def to_html(view: ReportView) -> str:
                 ],
             ),
         ]
-    out.append(f"<h2>Findings ({len(view.findings)})</h2>")
-    for f in view.findings:
+    out.append(f"<h2>Findings ({len(view.findings)}, largest impact first)</h2>")
+    for f in view.findings[: MAX_FINDINGS * 5]:
         subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())
         evidence = "".join(
             f"<li>{html.escape(e.metric)} = {e.value:.3g}"
