@@ -232,3 +232,51 @@ def test_record_without_a_gpu_driver_says_what_to_install(tmp_path: Path) -> Non
     assert result.returncode == 3
     assert "nvidia-ml-py" in result.stderr or "driver" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_report_in_every_format(
+    demo_store: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    data, _ = demo_store
+    as_json = run("report", "--data-dir", str(data), "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    doc = json.loads(as_json.stdout)
+    assert doc["schema_version"] == 1 and doc["kind"] == "fleet"
+    totals = doc["totals"]
+    assert totals["gpus"] == 12
+    # Duty cycle is not useful work: the fleet's useful GPU-hours are below its allocated ones.
+    assert totals["useful_gpu_hours"] < totals["allocated_gpu_hours"] <= totals["gpu_hours"]
+    assert totals["mean_sm_active"] < totals["mean_duty"]
+    for f in doc["findings"]:
+        assert {
+            "rule_id",
+            "severity",
+            "subject",
+            "window",
+            "evidence",
+            "impact",
+            "recommendation",
+            "docs",
+        } <= set(f)
+    page = tmp_path / "fleet.html"
+    html_run = run("report", "--data-dir", str(data), "--format", "html", "-o", str(page))
+    assert html_run.returncode == 0, html_run.stderr
+    text = page.read_text()
+    assert text.startswith("<!doctype html>") and "<svg" in text
+    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in text
+    md = run("report", "--data-dir", str(data), "--format", "markdown")
+    assert md.stdout.startswith("# Fleet report")
+    term = run("report", "--data-dir", str(data))
+    assert "duty cycle (nvidia-smi)" in term.stdout
+
+
+def test_job_report_and_bad_time(demo_store: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    data, _ = demo_store
+    truth = json.loads((data / "ground_truth.json").read_text())
+    job = next(j for j in truth if j["scenario"] == "idle_allocated")
+    result = run("report", "--data-dir", str(data), "--job", job["job_id"], "--format", "json")
+    doc = json.loads(result.stdout)
+    assert doc["kind"] == "job" and doc["totals"]["gpus"] == len(job["gpu_uuids"])
+    bad = run("report", "--data-dir", str(data), "--since", "yesterday")
+    assert bad.returncode == 2 and "--since" in bad.stderr and "Traceback" not in bad.stderr
