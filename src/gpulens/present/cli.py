@@ -161,6 +161,30 @@ def _summary_table(cfg: Config) -> Table:
     return table
 
 
+def _print_findings(cfg: Config, limit: int = 10) -> None:
+    """The run's findings, one line each, largest impact first."""
+    store = session.open_store(cfg.data_dir)
+    try:
+        view = analyse(store, prices=session.prices(cfg), region=session.carbon_region(cfg))
+    finally:
+        store.close()
+    t = view.totals
+    out.print(
+        f"\nAllocated {t.get('allocated_gpu_hours', 0):.1f} GPU-hours, useful "
+        f"{t.get('useful_gpu_hours', 0):.1f}, wasted {t.get('wasted_gpu_hours', 0):.1f} "
+        f"({t.get('wasted_cost', 0):.2f} {t.get('currency', 'USD')}). "
+        f"Findings ({len(view.findings)}):"
+    )
+    for f in view.findings[:limit]:
+        who = f.subject.get("job_id") or f.subject.get("gpu_uuid", "")
+        out.print(
+            f"  [{f.severity.value}] {f.rule_id} {who}: {f.summary} "
+            f"({f.impact.wasted_gpu_hours:.2f} GPU-h)",
+            highlight=False,
+            markup=False,
+        )
+
+
 def _generate_fast(cfg: Config, start: int, duration: float, interval: float) -> None:
     """All cores, a progress bar, no live line."""
     total = math.ceil(duration / interval)
@@ -257,7 +281,9 @@ def demo(
     (cfg.data_dir / "ground_truth.json").write_text(
         json.dumps(fleet.ground_truth(), indent=2), encoding="utf-8"
     )
+    _print_findings(cfg)
     out.print(f"Ground truth of the scenarios: {cfg.data_dir / 'ground_truth.json'}")
+    out.print(f"Full report: gpulens report --data-dir {cfg.data_dir} [--format html -o r.html]")
     out.print(f'Query it: gpulens query --data-dir {cfg.data_dir} "SELECT * FROM gpu LIMIT 5"')
 
 
