@@ -25,6 +25,7 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -529,7 +530,7 @@ def main() -> None:
     except GpulensError as exc:
         if _state["debug"]:
             raise
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -547,5 +548,8 @@ def main() -> None:
             sys.exit(1)
         if _state["debug"]:
             raise
-        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (rerun with --debug)")
+        err.print(
+            f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} "
+            "(rerun with --debug)"
+        )
         sys.exit(70)
