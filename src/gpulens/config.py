@@ -212,6 +212,27 @@ SETTINGS: tuple[Setting, ...] = (
         choices=("user", "team", "project"),
     ),
     Setting(
+        "thresholds.states",
+        list,
+        [],
+        'Overrides of the state thresholds as "NAME=VALUE" (e.g. "sm_low=0.4"); names are the '
+        "fields of gpulens.analyze.efficiency.Thresholds (docs/analysis/states.md).",
+    ),
+    Setting(
+        "thresholds.findings",
+        list,
+        [],
+        'Overrides of the finding thresholds as "NAME=VALUE" (e.g. "idle_warn_s=1800"); names '
+        "are the fields of gpulens.findings.context.FindingThresholds.",
+    ),
+    Setting(
+        "thresholds.memory",
+        list,
+        [],
+        'Overrides of the memory thresholds as "NAME=VALUE" (e.g. "leak_min_r2=0.9"); names are '
+        "the fields of gpulens.analyze.memory.MemorySettings.",
+    ),
+    Setting(
         "procs.pod_labels_file",
         str,
         None,

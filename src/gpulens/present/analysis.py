@@ -15,7 +15,10 @@ import pyarrow.compute as pc
 
 from gpulens.analyze import fairness, rollups, waste
 from gpulens.analyze.carbon import DEFAULT_REGION
+from gpulens.analyze.efficiency import Thresholds
+from gpulens.analyze.memory import MemorySettings
 from gpulens.analyze.prices import Prices
+from gpulens.findings.context import FindingThresholds
 from gpulens.findings.engine import build_context, run_rules
 from gpulens.findings.model import Finding
 from gpulens.store import Store
@@ -101,6 +104,9 @@ def analyse(
     prices: Prices | None = None,
     region: str | float = DEFAULT_REGION,
     quotas: Mapping[str, float] | None = None,
+    states: Thresholds | None = None,
+    finding_thresholds: FindingThresholds | None = None,
+    memory: MemorySettings | None = None,
 ) -> ReportView:
     """Build the report of the store over [start_ns, end_ns) for the given label scope."""
     filters = {k: v for k, v in (scope or {}).items() if v}
@@ -116,7 +122,15 @@ def analyse(
     if frame.num_rows == 0:
         view.notes.append("no GPU readings in this window and scope")
         return view
-    ctx = build_context(frame, prices=prices, region=region, quotas=quotas)
+    ctx = build_context(
+        frame,
+        prices=prices,
+        region=region,
+        quotas=quotas,
+        states=states,
+        thresholds=finding_thresholds,
+        memory=memory,
+    )
     annotated = ctx.frame
     view.findings = run_rules(ctx)
     cluster = rollups.rollup(annotated, (), prices=prices, region=region)
@@ -125,10 +139,10 @@ def analyse(
     view.totals["end_ns"] = int(pc.max(annotated["start_ns"]).as_py() + step_s * NS)
     view.waste_by_cause = _rows(waste.waste_by_cause(annotated, prices=prices, region=region))
     gpu_table = rollups.rollup(annotated, ("host", "gpu_index", "gpu_uuid", "gpu_model"))
-    memory = annotated.group_by("gpu_uuid").aggregate(
+    memory_peaks = annotated.group_by("gpu_uuid").aggregate(
         [("memory_used_bytes", "max"), ("memory_total_bytes", "max")]
     )
-    peaks = {r["gpu_uuid"]: r for r in memory.to_pylist()}
+    peaks = {r["gpu_uuid"]: r for r in memory_peaks.to_pylist()}
     view.gpus = sorted(
         (
             {**r, **{k: v for k, v in peaks.get(r["gpu_uuid"], {}).items() if k != "gpu_uuid"}}

@@ -166,7 +166,12 @@ def _print_findings(cfg: Config, limit: int = 10) -> None:
     """The run's findings, one line each, largest impact first."""
     store = session.open_store(cfg.data_dir)
     try:
-        view = analyse(store, prices=session.prices(cfg), region=session.carbon_region(cfg))
+        view = analyse(
+            store,
+            prices=session.prices(cfg),
+            region=session.carbon_region(cfg),
+            **session.analysis_settings(cfg),
+        )
     finally:
         store.close()
     t = view.totals
@@ -491,6 +496,7 @@ def report(
             prices=session.prices(cfg),
             region=session.carbon_region(cfg),
             quotas=session.quotas(cfg),
+            **session.analysis_settings(cfg),
         )
     finally:
         store.close()

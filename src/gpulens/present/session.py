@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from gpulens.analyze.carbon import g_per_kwh
+from gpulens.analyze.efficiency import Thresholds
+from gpulens.analyze.memory import MemorySettings
 from gpulens.analyze.prices import Prices, parse_assignments
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
@@ -20,6 +23,7 @@ from gpulens.collect.procs.identity import ProcessIdentity
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import Config
 from gpulens.errors import ConfigError, SourceUnavailable
+from gpulens.findings.context import FindingThresholds
 from gpulens.model import Kind, Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
@@ -258,6 +262,45 @@ def quotas(cfg: Config) -> dict[str, float] | None:
         return dict(parse_assignments(items, what="quota"))
     except ValueError as exc:
         raise ConfigError(f"setting 'fairness.quotas': {exc}") from None
+
+
+T = TypeVar("T")
+
+
+def with_overrides(defaults: T, key: str, cfg: Config) -> T:
+    """`defaults` (a frozen dataclass of numbers) with the "NAME=VALUE" items of setting `key`."""
+    items = cfg.get(key)
+    if not items:
+        return defaults
+    known = {f.name: f for f in fields(defaults)}  # type: ignore[arg-type]
+    changes: dict[str, object] = {}
+    for item in items:
+        name, sep, raw = str(item).partition("=")
+        name = name.strip()
+        if not sep or name not in known:
+            raise ConfigError(
+                f"setting {key!r} item {item!r} is not NAME=VALUE with a known name; names: "
+                + ", ".join(sorted(n for n, f in known.items() if f.type in ("float", "int")))
+            )
+        kind = known[name].type
+        if kind not in ("float", "int"):
+            raise ConfigError(f"setting {key!r}: {name!r} cannot be set from configuration")
+        try:
+            changes[name] = int(raw) if kind == "int" else float(raw)
+        except ValueError:
+            raise ConfigError(
+                f"setting {key!r} item {item!r}: {raw.strip()!r} is not a number"
+            ) from None
+    return replace(defaults, **changes)  # type: ignore[type-var]
+
+
+def analysis_settings(cfg: Config) -> dict[str, Any]:
+    """The threshold dataclasses for analysis and findings, with configured overrides."""
+    return {
+        "states": with_overrides(Thresholds(), "thresholds.states", cfg),
+        "finding_thresholds": with_overrides(FindingThresholds(), "thresholds.findings", cfg),
+        "memory": with_overrides(MemorySettings(), "thresholds.memory", cfg),
+    }
 
 
 def open_store(data_dir: Path) -> Store:

@@ -1,0 +1,34 @@
+"""Threshold overrides from configuration reach the analysis dataclasses, validated."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.config import load_config
+from gpulens.errors import ConfigError
+from gpulens.present.session import analysis_settings
+
+
+def test_overrides_replace_only_the_named_fields() -> None:
+    cfg = load_config(
+        env={
+            "GPULENS_THRESHOLDS_STATES": "sm_low=0.4, warmup_settle=3",
+            "GPULENS_THRESHOLDS_FINDINGS": "idle_warn_s=1800",
+        }
+    )
+    settings = analysis_settings(cfg)
+    assert settings["states"].sm_low == 0.4
+    assert settings["states"].warmup_settle == 3
+    assert settings["states"].sm_good == 0.8  # untouched default
+    assert settings["finding_thresholds"].idle_warn_s == 1800.0
+    assert settings["finding_thresholds"].idle_critical_s == 7200.0
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [("sm_lo=0.4", "sm_low"), ("sm_low", "NAME=VALUE"), ("sm_low=high", "not a number")],
+)
+def test_bad_overrides_are_config_errors(value: str, fragment: str) -> None:
+    cfg = load_config(env={"GPULENS_THRESHOLDS_STATES": value})
+    with pytest.raises(ConfigError, match=fragment):
+        analysis_settings(cfg)
