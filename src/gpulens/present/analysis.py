@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpulens.analyze import fairness, rollups, waste
+from gpulens.analyze import fairness, fleet, rollups, waste
 from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.efficiency import Thresholds
 from gpulens.analyze.memory import MemorySettings
@@ -58,6 +59,8 @@ class ReportView:
     states: list[dict[str, Any]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    gap: str = ""  # duty cycle versus SM versus tensor activity, in one line
+    idle_holding_share: float | None = None  # intervals at zero duty while holding memory
 
     @property
     def is_job_report(self) -> bool:
@@ -74,6 +77,13 @@ def _top(table: pa.Table, key: str, limit: int) -> list[dict[str, Any]]:
         return []
     ordered = table.sort_by([("wasted_gpu_hours", "descending")])
     return [r for r in _rows(ordered) if r.get(key) is not None][:limit]
+
+
+def _floats(table: pa.Table, name: str) -> np.ndarray:
+    """A column as float64 with nulls as NaN (missing, not 0)."""
+    if name not in table.column_names:
+        return np.zeros(0)
+    return np.asarray(table[name].to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _state_shares(frame: pa.Table) -> list[dict[str, Any]]:
@@ -167,6 +177,17 @@ def analyse(
         "jain_allocation_over_quota": summary.jain_allocation_over_quota,
     }
     view.states = _state_shares(annotated)
+    busy = annotated.filter(pc.greater(annotated["allocated_s"], 0))
+    view.gap = (
+        fleet.activity_gap(
+            _floats(busy, "duty"), _floats(busy, "sm_active"), _floats(busy, "tensor_active")
+        ).summary
+        + " (medians over allocated GPU intervals)"
+    )
+    if "memory_used_bytes" in annotated.column_names:
+        view.idle_holding_share = fleet.idle_holding_share(
+            _floats(annotated, "duty"), _floats(annotated, "memory_used_bytes")
+        ).share
     tiers = set(annotated["tier"].to_pylist()) if "tier" in annotated.column_names else set()
     if tiers and tiers != {"profiling"}:
         view.notes.append(

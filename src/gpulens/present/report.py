@@ -54,6 +54,8 @@ def _headline(view: ReportView) -> list[tuple[str, str]]:
         ("cost", _money(t.get("total_cost"))),
         ("wasted cost", _money(t.get("wasted_cost"))),
         ("CO2e", f"{_num(t.get('co2e_kg'), 2)} kg"),
+        ("idle intervals holding > 1 GiB", _pct(view.idle_holding_share)),
+        ("the gap", view.gap or "-"),
     ]
 
 
@@ -115,6 +117,8 @@ def to_json(view: ReportView) -> str:
         "top_jobs": view.top_jobs,
         "engines": view.engines,
         "fairness": view.fairness,
+        "gap": view.gap,
+        "idle_holding_share": view.idle_holding_share,
         "findings": [f.to_dict() for f in view.findings],
         "notes": view.notes,
     }
@@ -186,6 +190,23 @@ def to_markdown(view: ReportView) -> str:
                 for u in view.top_users
             ],
         )
+    fair = view.fairness.get("table") or []
+    if not view.is_job_report and fair:
+        lines += ["## Fairness: allocation versus useful work", ""]
+        lines += _md_table(
+            ["user", "allocation share", "useful-work share", "quota share"],
+            [
+                [
+                    str(r.get("user")),
+                    _pct(r.get("allocation_share")),
+                    _pct(r.get("useful_share")),
+                    _pct(r.get("quota_share")),
+                ]
+                for r in fair
+            ],
+        )
+        jain = view.fairness.get("jain_useful")
+        lines += [f"Jain's index over useful-work shares: {_num(jain, 2)}", ""]
     lines += [f"## Findings ({len(view.findings)}, largest impact first)", ""]
     for f in view.findings[:MAX_FINDINGS]:
         subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())
