@@ -35,10 +35,25 @@ is left out). Values are always bound as query parameters.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
 
 import pyarrow as pa
 
 from gpulens.catalog import POWER_REASON_BITS, THERMAL_REASON_BITS
+from gpulens.clock import Clock, SystemClock
+from gpulens.errors import StoreError
+from gpulens.store.frame_cache import (
+    CACHE_STEP_S,
+    INPUT_KINDS,
+    CacheStats,
+    cached_days,
+    fresh_file,
+    inputs_digest,
+    write_frame,
+)
+from gpulens.store.layout import NS_PER_DAY, LiveFiles, day_of, day_start_ns, partitions
 from gpulens.store.query import Store
 
 GPU_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance")
@@ -168,78 +183,104 @@ def _energy_sql() -> str:
   )"""
 
 
-def _process_sql(filters: str) -> str:
+def _process_sql(filters: str) -> tuple[str, str]:
+    """(p0, pa): per (GPU, bucket, pid) the peak memory; per (GPU, bucket) the top process."""
     labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
     top = ", ".join(f"arg_max({c}, sort_key) AS {c}" for c in _ATTR_LABELS)
-    return f"""
-  p0 AS (
+    p0 = f"""
     SELECT gpu_uuid, epoch_ns(ts) // $step_ns AS b, pid, {labels},
       max(process_memory_used_bytes) AS mem
     FROM process
     WHERE gpu_uuid IS NOT NULL AND process_memory_used_bytes IS NOT NULL AND {filters}
-    GROUP BY gpu_uuid, b, pid
-  ),
-  pa AS (
+    GROUP BY gpu_uuid, b, pid"""
+    pa_ = f"""
     SELECT gpu_uuid, b, {top}, count(*) AS processes, sum(mem) AS process_memory_bytes
     FROM (SELECT *, (mem, -coalesce(TRY_CAST(pid AS BIGINT), 0)) AS sort_key FROM p0)
-    GROUP BY gpu_uuid, b
-  )"""
+    GROUP BY gpu_uuid, b"""
+    return p0, pa_
 
 
-def _app_sql(filters: str) -> str:
+def _app_sql(filters: str) -> tuple[str, str]:
+    """(ag, aj): app readings per (job, GPU, bucket) and job-wide per (job, bucket)."""
     aggs = ", ".join(f"{agg}({m}) AS {c}" for c, m, agg in _APP)
-    return f"""
-  ag AS (
+    ag = f"""
     SELECT job_id, gpu_uuid, epoch_ns(ts) // $step_ns AS b, {aggs}
     FROM app WHERE job_id IS NOT NULL AND gpu_uuid IS NOT NULL AND {filters}
-    GROUP BY job_id, gpu_uuid, b
-  ),
-  aj AS (
+    GROUP BY job_id, gpu_uuid, b"""
+    aj = f"""
     SELECT job_id, epoch_ns(ts) // $step_ns AS b, {aggs}
     FROM app WHERE job_id IS NOT NULL AND gpu_uuid IS NULL AND {filters}
-    GROUP BY job_id, b
-  )"""
+    GROUP BY job_id, b"""
+    return ag, aj
 
 
 def _host_sql(filters: str) -> str:
     return f"""
-  h AS (
     SELECT host, epoch_ns(ts) // $step_ns AS b,
       avg(host_cpu_util_ratio) AS host_cpu, avg(host_cpu_iowait_ratio) AS host_iowait
     FROM host
     WHERE (host_cpu_util_ratio IS NOT NULL OR host_cpu_iowait_ratio IS NOT NULL) AND {filters}
-    GROUP BY host, b
-  )"""
+    GROUP BY host, b"""
 
 
-def build_sql(where: Mapping[str, str] | None, bounded: tuple[bool, bool]) -> tuple[str, int]:
-    """The query and how many `where` parameters it binds ($w0, $w1, ...)."""
+def build_sql(
+    where: Mapping[str, str] | None,
+    bounded: tuple[bool, bool],
+    cache: _CachePlan | None = None,
+) -> tuple[str, int]:
+    """The query and how many `where` parameters it binds ($w0, $w1, ...).
+
+    With `cache`, the buckets inside its ranges come from the cache files (re-aggregated from
+    60 s partial aggregates) and only the rest from raw rows; everything after the per-bucket
+    aggregates (energy carried across buckets, attribution, joins) runs on the union.
+    """
     time_parts = ["true"]
     if bounded[0]:
         time_parts.append("ts >= make_timestamp_ns($start_ns) AND date >= $start_date::DATE")
     if bounded[1]:
         time_parts.append("ts < make_timestamp_ns($end_ns) AND date <= $end_date::DATE")
+    if cache is not None:
+        time_parts.extend(cache.raw_exclusions())
     span = " AND ".join(time_parts)
     gpu_filters = [span]
+    cached_gpu_filters = ["true"]
     final_filters = ["true"]
     items = sorted((where or {}).items())
     for i, (key, _value) in enumerate(items):
         if key in GPU_LABELS:
             gpu_filters.append(f"{key} = $w{i}")
+            cached_gpu_filters.append(f"{key} = $w{i}")
         elif key in PROCESS_LABELS:
             final_filters.append(f"pa.{key} = $w{i}")
         else:
             allowed = ", ".join(GPU_LABELS + PROCESS_LABELS)
             raise ValueError(f"cannot filter frames on {key!r}: use one of {allowed}")
     select = ",\n  ".join(f"CAST({expr} AS {t}) AS {c}" for c, expr, t in _OUTPUT)
+    g0 = _gpu_sql(" AND ".join(gpu_filters))
+    p0, pa_ = _process_sql(span)
+    h = _host_sql(span)
+    ag, aj = _app_sql(span)
+    if cache is not None:
+        g0 += f"\n  UNION ALL BY NAME\n{cache.gpu_sql(' AND '.join(cached_gpu_filters))}"
+        p0 += f"\n  UNION ALL BY NAME\n{cache.process_sql()}"
+        h += f"\n  UNION ALL BY NAME\n{cache.host_sql()}"
+        ag += f"\n  UNION ALL BY NAME\n{cache.app_sql(by_gpu=True)}"
+        aj += f"\n  UNION ALL BY NAME\n{cache.app_sql(by_gpu=False)}"
     sql = f"""
-WITH g0 AS ({_gpu_sql(" AND ".join(gpu_filters))}
+WITH g0 AS ({g0}
 ),
 g AS ({_energy_sql()}
 ),
-{_process_sql(span)},
-{_host_sql(span)},
-{_app_sql(span)}
+p0 AS ({p0}
+),
+pa AS ({pa_}
+),
+h AS ({h}
+),
+ag AS ({ag}
+),
+aj AS ({aj}
+)
 SELECT
   {select}
 FROM g
@@ -259,15 +300,26 @@ def gpu_intervals(
     start_ns: int | None = None,
     end_ns: int | None = None,
     where: Mapping[str, str] | None = None,
+    *,
+    use_cache: bool = True,
+    cache_stats: CacheStats | None = None,
 ) -> pa.Table:
     """The interval frame of the GPU entities in `store` over [start_ns, end_ns).
 
     Intervals are aligned to the epoch (`start_ns` = a multiple of the step). ValueError for a
     step that is not positive or a `where` key that is not a filterable label.
+
+    When `step_s` is a multiple of 60 s, whole days inside the window that have a fresh frames
+    cache file (see `materialize_day`) are read from it instead of the raw rows; the result is
+    the same within float rounding. `use_cache=False` always reads raw rows; `cache_stats`
+    (a `CacheStats`) is filled in with what the cache contributed, stale or unreadable cache
+    files, and failed cache queries that were answered from raw rows instead.
     """
     step_ns = round(step_s * 1e9)
     if step_ns <= 0:
         raise ValueError(f"step_s must be positive, got {step_s!r}")
+    stats = cache_stats if cache_stats is not None else CacheStats()
+    plan = _plan_cache(store, step_ns, start_ns, end_ns, stats) if use_cache else None
     sql, _n = build_sql(where, (start_ns is not None, end_ns is not None))
     params: dict[str, object] = {"step_ns": step_ns, "step_s": float(step_s)}
     if start_ns is not None:
@@ -278,7 +330,277 @@ def gpu_intervals(
         params["end_date"] = _day(end_ns)
     for i, (_key, value) in enumerate(sorted((where or {}).items())):
         params[f"w{i}"] = str(value)
+    if plan is not None:
+        cached_sql, _n = build_sql(where, (start_ns is not None, end_ns is not None), plan)
+        try:
+            result = store.query(cached_sql, params)
+        except StoreError as exc:  # a cache file damaged or replaced under the query
+            stats.fallbacks += 1
+            stats.last_error = str(exc)
+        else:
+            stats.days_cached += len(plan.days)
+            return result
     return store.query(sql, params)
+
+
+# -- the frames cache (frame_cache.py has the files; this is the SQL) -------------------------
+
+_FINE_NS = CACHE_STEP_S * 1_000_000_000
+# partial aggregates kept per 60 s bucket: (name, expression over a gpu row) summed and counted
+_THROTTLE: tuple[tuple[str, str], ...] = (
+    (
+        "throttle_power",
+        f"coalesce(throttle_power_ratio, "
+        f"((clocks_event_reasons::BIGINT & {POWER_REASON_BITS}) <> 0)::DOUBLE)",
+    ),
+    (
+        "throttle_thermal",
+        f"coalesce(throttle_thermal_ratio, "
+        f"((clocks_event_reasons::BIGINT & {THERMAL_REASON_BITS}) <> 0)::DOUBLE)",
+    ),
+    ("clock_idle", "(clocks_event_reasons::BIGINT & 1)::DOUBLE"),
+)
+_SUMMED: tuple[tuple[str, str], ...] = (
+    *_MEANS,
+    ("nvlink_rx", "nvlink_rx_bytes_per_second"),
+    ("nvlink_tx", "nvlink_tx_bytes_per_second"),
+    *_THROTTLE,
+)
+# (name, aggregate, gpu metric): min/max, which re-aggregate with themselves
+_EXTREMES: tuple[tuple[str, str, str], ...] = (
+    ("sm_active_min", "min", "sm_active_ratio"),
+    ("sm_active_max", "max", "sm_active_ratio"),
+    ("duty_min", "min", "gpu_util_ratio"),
+    ("sm_clock_max_hz", "max", "sm_clock_max_hertz"),
+    ("power_limit_w", "max", "power_limit_watts"),
+    ("memory_total_bytes", "max", "memory_total_bytes"),
+    ("memory_used_bytes", "max", "memory_used_bytes"),
+    ("e_first", "min", "energy_joules"),
+    ("e_last", "max", "energy_joules"),
+)
+_HOST: tuple[tuple[str, str], ...] = (
+    ("host_cpu", "host_cpu_util_ratio"),
+    ("host_iowait", "host_cpu_iowait_ratio"),
+)
+
+
+def _fine_sql() -> str:
+    """One day's partial aggregates per 60 s bucket `fb`, tagged by `part`."""
+    fb = f"epoch_ns(ts) // {_FINE_NS} AS fb"
+    span = (
+        "ts >= make_timestamp_ns($start_ns) AND ts < make_timestamp_ns($end_ns) "
+        "AND date = $day::DATE"
+    )
+    sums = ",\n    ".join(f"sum(({e})::DOUBLE) AS s_{c}, count({e}) AS n_{c}" for c, e in _SUMMED)
+    extremes = ",\n    ".join(f"{agg}({m}) AS {c}" for c, agg, m in _EXTREMES)
+    labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
+    host = ", ".join(f"sum({m}) AS s_{c}, count({m}) AS n_{c}" for c, m in _HOST)
+
+    def app(by_gpu: bool) -> str:
+        aggs = ", ".join(
+            f"max({m}) AS x_{c}" if agg == "max" else f"sum({m}) AS s_{c}, count({m}) AS n_{c}"
+            for c, m, agg in _APP
+        )
+        keys = "job_id, gpu_uuid" if by_gpu else "job_id"
+        null = "IS NOT NULL" if by_gpu else "IS NULL"
+        return f"""
+  SELECT '{"app_gpu" if by_gpu else "app_job"}' AS part, {keys}, {fb}, {aggs}
+  FROM app WHERE job_id IS NOT NULL AND gpu_uuid {null} AND {span}
+  GROUP BY {keys}, fb"""
+
+    return f"""
+  SELECT 'gpu' AS part, host, gpu_uuid, mig_instance, {fb},
+    any_value(gpu_index) AS gpu_index, any_value(gpu_model) AS gpu_model,
+    any_value(parent_uuid) AS parent_uuid, count(*) AS samples,
+    {sums},
+    {extremes},
+    arg_min(memory_used_bytes, ts) FILTER (WHERE memory_used_bytes IS NOT NULL)
+      AS memory_used_first,
+    arg_max(memory_used_bytes, ts) FILTER (WHERE memory_used_bytes IS NOT NULL)
+      AS memory_used_last
+  FROM gpu WHERE {span}
+  GROUP BY host, gpu_uuid, mig_instance, fb
+UNION ALL BY NAME
+  SELECT 'process' AS part, gpu_uuid, {fb}, pid, {labels},
+    max(process_memory_used_bytes) AS mem
+  FROM process
+  WHERE gpu_uuid IS NOT NULL AND process_memory_used_bytes IS NOT NULL AND {span}
+  GROUP BY gpu_uuid, fb, pid
+UNION ALL BY NAME
+  SELECT 'host' AS part, host, {fb}, {host}
+  FROM host
+  WHERE (host_cpu_util_ratio IS NOT NULL OR host_cpu_iowait_ratio IS NOT NULL) AND {span}
+  GROUP BY host, fb
+UNION ALL BY NAME{app(True)}
+UNION ALL BY NAME{app(False)}
+ORDER BY part, host, gpu_uuid, mig_instance, job_id, fb
+"""
+
+
+def _ratio(name: str) -> str:
+    return f"sum(s_{name}) / nullif(sum(n_{name}), 0)"
+
+
+@dataclass(frozen=True, slots=True)
+class _CachePlan:
+    """Which buckets come from which cache files: `ranges` are [lo, hi) in ns, multiples of
+    the step, each covered by the fresh cache files of `days`."""
+
+    step_ns: int
+    ranges: tuple[tuple[int, int], ...]
+    days: tuple[str, ...]  # days wholly inside a range (the raw side skips their partitions)
+    files: tuple[Path, ...]
+
+    def raw_exclusions(self) -> list[str]:
+        parts = [f"NOT (ts >= make_timestamp_ns({lo}) AND ts < make_timestamp_ns({hi}))"
+                 for lo, hi in self.ranges]  # fmt: skip
+        if self.days:
+            listing = ", ".join(f"DATE '{d}'" for d in self.days)
+            parts.append(f"date NOT IN ({listing})")
+        return parts
+
+    def _scan(self, part: str) -> str:
+        listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in self.files)
+        fine = " OR ".join(
+            f"(fb >= {lo // _FINE_NS} AND fb < {hi // _FINE_NS})" for lo, hi in self.ranges
+        )
+        return f"read_parquet([{listing}], union_by_name = true) WHERE part = '{part}' AND ({fine})"
+
+    @property
+    def _b(self) -> str:
+        return f"fb // {self.step_ns // _FINE_NS} AS b"
+
+    def gpu_sql(self, filters: str) -> str:
+        means = ",\n    ".join(f"{_ratio(c)} AS {c}" for c, _ in _MEANS)
+        extremes = ",\n    ".join(f"{agg}({c}) AS {c}" for c, agg, _ in _EXTREMES)
+        throttle = ", ".join(f"{_ratio(c)} AS {c}" for c, _ in _THROTTLE)
+        return f"""
+  SELECT host, gpu_uuid, mig_instance, {self._b},
+    any_value(gpu_index) AS gpu_index, any_value(gpu_model) AS gpu_model,
+    any_value(parent_uuid) AS parent_uuid, sum(samples)::BIGINT AS samples,
+    {means},
+    {extremes},
+    arg_min(memory_used_first, fb) FILTER (WHERE memory_used_first IS NOT NULL)
+      AS memory_used_first,
+    arg_max(memory_used_last, fb) FILTER (WHERE memory_used_last IS NOT NULL)
+      AS memory_used_last,
+    CASE WHEN sum(n_nvlink_rx) + sum(n_nvlink_tx) > 0
+      THEN coalesce({_ratio("nvlink_rx")}, 0) + coalesce({_ratio("nvlink_tx")}, 0)
+      END AS nvlink_bps,
+    {throttle}
+  FROM {self._scan("gpu")} AND {filters}
+  GROUP BY host, gpu_uuid, mig_instance, b"""
+
+    def process_sql(self) -> str:
+        labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
+        return f"""
+  SELECT gpu_uuid, {self._b}, pid, {labels}, max(mem) AS mem
+  FROM {self._scan("process")}
+  GROUP BY gpu_uuid, b, pid"""
+
+    def host_sql(self) -> str:
+        aggs = ", ".join(f"{_ratio(c)} AS {c}" for c, _ in _HOST)
+        return f"""
+  SELECT host, {self._b}, {aggs}
+  FROM {self._scan("host")}
+  GROUP BY host, b"""
+
+    def app_sql(self, *, by_gpu: bool) -> str:
+        aggs = ", ".join(
+            f"max(x_{c}) AS {c}" if agg == "max" else f"{_ratio(c)} AS {c}" for c, _, agg in _APP
+        )
+        keys = "job_id, gpu_uuid" if by_gpu else "job_id"
+        return f"""
+  SELECT {keys}, {self._b}, {aggs}
+  FROM {self._scan("app_gpu" if by_gpu else "app_job")}
+  GROUP BY {keys}, b"""
+
+
+def _plan_cache(
+    store: Store, step_ns: int, start_ns: int | None, end_ns: int | None, stats: CacheStats
+) -> _CachePlan | None:
+    """The fresh cache days inside the window, merged into step-aligned ranges; None if none."""
+    if step_ns % _FINE_NS:
+        return None
+    candidates = cached_days(store.data_dir)
+    if not candidates:
+        return None
+    live = LiveFiles(store.data_dir)
+    fresh: list[tuple[int, str, Path]] = []
+    for day, _part in candidates:
+        lo = day_start_ns(day)
+        if (start_ns is not None and lo < start_ns) or (end_ns is not None
+                                                        and lo + NS_PER_DAY > end_ns):  # fmt: skip
+            continue
+        path = fresh_file(store.data_dir, day, live, stats)
+        if path is not None:
+            fresh.append((lo, day, path))
+    runs: list[list[tuple[int, str, Path]]] = []
+    for item in fresh:  # consecutive days form one run
+        if runs and runs[-1][-1][0] + NS_PER_DAY == item[0]:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    ranges: list[tuple[int, int]] = []
+    days: list[str] = []
+    files: list[Path] = []
+    for run in runs:
+        # a step that does not divide a day: only whole steps inside the run come from cache
+        lo = -(-run[0][0] // step_ns) * step_ns
+        hi = (run[-1][0] + NS_PER_DAY) // step_ns * step_ns
+        if lo >= hi:
+            continue
+        ranges.append((lo, hi))
+        files.extend(p for _, _, p in run)
+        days.extend(d for t, d, _ in run if t >= lo and t + NS_PER_DAY <= hi)
+    if not ranges:
+        return None
+    return _CachePlan(step_ns, tuple(ranges), tuple(days), tuple(files))
+
+
+def materialize_day(store_or_data_dir: Store | Path, day: date, step_s: int = CACHE_STEP_S) -> Path:
+    """Compute and write the frames cache file of the UTC day `day`; returns its path.
+
+    Meant for closed days (an open day's file goes stale with its next segment). ValueError for
+    a step other than 60 s (the only one `gpu_intervals` reads).
+    """
+    if step_s != CACHE_STEP_S:
+        raise ValueError(f"the frames cache is kept at step_s={CACHE_STEP_S}, got {step_s!r}")
+    if isinstance(store_or_data_dir, Store):
+        return _materialize(store_or_data_dir, day.isoformat())
+    with Store(Path(store_or_data_dir)) as store:
+        return _materialize(store, day.isoformat())
+
+
+def _materialize(store: Store, day: str) -> Path:
+    digest = inputs_digest(store.data_dir, day)  # before reading: a later change makes it stale
+    lo = day_start_ns(day)
+    table = store.query(_fine_sql(), {"start_ns": lo, "end_ns": lo + NS_PER_DAY, "day": day})
+    return write_frame(store.data_dir, day, table, digest)
+
+
+def materialize_closed_days(data_dir: Path, *, clock: Clock | None = None) -> tuple[int, int]:
+    """Write the frames cache of every closed day with raw data and no fresh cache file.
+
+    Returns (days written, days that failed); a failing day (an unreadable raw file, a full
+    disk) is skipped so the others still get their cache.
+    """
+    today = day_of((clock or SystemClock()).now_ns())
+    data_dir = Path(data_dir)
+    days = sorted({d for kind in INPUT_KINDS for d, _ in partitions(data_dir, kind)})
+    live = LiveFiles(data_dir)
+    written = failed = 0
+    with Store(data_dir) as store:
+        for day in days:
+            if day >= today or fresh_file(data_dir, day, live) is not None:
+                continue
+            try:
+                _materialize(store, day)
+            except StoreError:
+                failed += 1
+            else:
+                written += 1
+    return written, failed
 
 
 def _day(ns: int) -> str:

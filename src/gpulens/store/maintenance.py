@@ -9,6 +9,7 @@ from pathlib import Path
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import GpulensError
 from gpulens.store.compact import CompactionResult, compact
+from gpulens.store.frames import materialize_closed_days
 from gpulens.store.retention import apply_retention
 
 
@@ -18,6 +19,8 @@ class MaintenanceResult:
 
     compaction: CompactionResult
     partitions_deleted: int
+    frames_materialized: int = 0  # closed days whose frames cache was (re)written
+    frames_failed: int = 0  # closed days whose frames cache could not be written
 
 
 def maintain(
@@ -26,13 +29,19 @@ def maintain(
     keep_days: int,
     compact_min_age_seconds: float,
     clock: Clock | None = None,
+    materialize_frames: bool = True,
 ) -> MaintenanceResult:
     """Delete days past retention, then merge segments older than `compact_min_age_seconds`
-    (in that order, so days about to go are not merged first)."""
+    (in that order, so days about to go are not merged first), then write the frames cache of
+    every closed day that has none or a stale one (after compaction, which changes the files
+    a cache is checked against)."""
     clock = clock or SystemClock()
     deleted = apply_retention(data_dir, keep_days, clock=clock)
     result = compact(data_dir, clock=clock, min_age_seconds=compact_min_age_seconds)
-    return MaintenanceResult(result, len(deleted))
+    written = failed = 0
+    if materialize_frames:
+        written, failed = materialize_closed_days(data_dir, clock=clock)
+    return MaintenanceResult(result, len(deleted), written, failed)
 
 
 class MaintenanceThread(threading.Thread):

@@ -9,6 +9,7 @@ from pathlib import Path
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
 from gpulens.model import Kind
+from gpulens.store.frame_cache import FRAMES_DIR, cached_days
 from gpulens.store.layout import NS_PER_DAY, day_of, fsync_dir, partitions
 
 DELETING_PREFIX = ".deleting-"
@@ -43,4 +44,24 @@ def apply_retention(data_dir: Path, keep_days: int, *, clock: Clock | None = Non
                     f"of the data directory"
                 ) from exc
             removed.append(part)
+    _drop_frames(Path(data_dir), oldest_kept)
     return removed
+
+
+def _drop_frames(data_dir: Path, oldest_kept: str) -> None:
+    """Delete the frames cache of the days retention removed (same rename-then-remove)."""
+    for step in (data_dir / FRAMES_DIR).glob("step=*"):
+        for leftover in step.glob(f"{DELETING_PREFIX}*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        for day, part in cached_days(data_dir, int(step.name.removeprefix("step="))):
+            if day >= oldest_kept:
+                continue
+            hidden = step / f"{DELETING_PREFIX}{part.name}-{uuid.uuid4().hex[:8]}"
+            try:
+                part.rename(hidden)
+                shutil.rmtree(hidden)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot delete old frames cache {str(part)!r}: {exc}; check the "
+                    f"permissions of the data directory"
+                ) from exc

@@ -1,0 +1,127 @@
+"""The frames cache: cached days give the same interval frame as raw rows, and never stale."""
+
+from __future__ import annotations
+
+import math
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from gpulens.clock import FakeClock
+from gpulens.config import load_config
+from gpulens.model import Kind, Reading
+from gpulens.present.generate import generate
+from gpulens.store import SegmentWriter, Store, maintain
+from gpulens.store.frame_cache import CacheStats, cached_days, frame_files
+from gpulens.store.frames import gpu_intervals, materialize_day
+from gpulens.store.layout import NS_PER_DAY
+
+NS = 1_000_000_000
+MIDNIGHT = 1_764_460_800 * NS  # 2025-11-30 00:00 UTC
+START = MIDNIGHT - 3 * 3600 * NS  # 21:00 the day before
+END = MIDNIGHT + NS_PER_DAY + 2 * 3600 * NS  # 02:00 on the day after: 2025-11-30 is closed
+DAY = date(2025, 11, 30)
+KEYS = ("host", "gpu_uuid", "mig_instance", "start_ns")
+
+
+def _build(root: Path) -> None:
+    cfg = load_config(
+        env={},
+        overrides={
+            "data_dir": str(root),
+            "host": "gen",
+            "simulated.hosts": 1,
+            "simulated.gpus_per_host": 2,
+            "collect.interval_seconds": 30.0,
+            "store.flush_seconds": 3600.0,
+        },
+    )
+    generate(cfg, START, END, workers=2)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path: Path = tmp_path_factory.mktemp("framecache")
+    _build(path)
+    return path
+
+
+def _same(a: pa.Table, b: pa.Table) -> None:
+    assert a.column_names == b.column_names
+    assert a.num_rows == b.num_rows and a.num_rows > 0
+    ra, rb = a.to_pylist(), b.to_pylist()
+    for x, y in zip(ra, rb, strict=True):
+        assert tuple(x[k] for k in KEYS) == tuple(y[k] for k in KEYS)
+        for col in a.column_names:
+            u, v = x[col], y[col]
+            if isinstance(u, float) and isinstance(v, float):
+                assert math.isclose(u, v, rel_tol=1e-9, abs_tol=1e-9), (col, x["start_ns"], u, v)
+            else:
+                assert u == v, (col, x["start_ns"], u, v)
+
+
+@pytest.mark.parametrize("step", [60.0, 300.0, 420.0, 3600.0])
+def test_cached_equals_raw(root: Path, step: float) -> None:
+    materialize_day(root, DAY)
+    with Store(root) as store:
+        for lo, hi in ((None, None), (START + 7 * 60 * NS, END - 11 * 60 * NS)):
+            stats = CacheStats()
+            cached = gpu_intervals(store, step, lo, hi, cache_stats=stats)
+            raw = gpu_intervals(store, step, lo, hi, use_cache=False)
+            assert stats.days_cached == (0 if step == 420.0 else 1)  # 420 s: a day isn't whole
+            _same(cached, raw)
+        where = {"gpu_uuid": str(raw.column("gpu_uuid")[0])}
+        job = next(j for j in raw.column("job_id").to_pylist() if j is not None)
+        for w in (where, {"job_id": job}):
+            _same(gpu_intervals(store, step, where=w), gpu_intervals(store, step, where=w,
+                                                                     use_cache=False))  # fmt: skip
+
+
+def test_a_new_segment_makes_the_cache_stale(tmp_path: Path) -> None:
+    _build(tmp_path)
+    materialize_day(tmp_path, DAY)
+    with Store(tmp_path) as store:
+        stats = CacheStats()
+        gpu_intervals(store, 900.0, cache_stats=stats)
+        assert stats.days_cached == 1
+        uuid = str(gpu_intervals(store, 900.0).column("gpu_uuid")[0])
+        with SegmentWriter(tmp_path, "late") as w:  # a late reading of the cached day
+            labels = {"host": "gen", "gpu_uuid": uuid, "gpu_index": "0"}
+            w.append([Reading(Kind.GPU, MIDNIGHT + 3600 * NS, labels, {"gpu_util_ratio": 70.0})])
+        stats = CacheStats()
+        cached = gpu_intervals(store, 900.0, cache_stats=stats)
+        assert (stats.days_cached, stats.days_stale) == (0, 1)
+        _same(cached, gpu_intervals(store, 900.0, use_cache=False))
+        assert max(v for v in cached.column("duty").to_pylist() if v is not None) > 1.0
+
+
+def test_a_corrupt_cache_file_is_ignored(tmp_path: Path) -> None:
+    _build(tmp_path)
+    path = materialize_day(tmp_path, DAY)
+    path.write_bytes(b"not parquet at all")
+    with Store(tmp_path) as store:
+        stats = CacheStats()
+        cached = gpu_intervals(store, 3600.0, cache_stats=stats)
+        assert (stats.days_cached, stats.days_corrupt) == (0, 1)
+        _same(cached, gpu_intervals(store, 3600.0, use_cache=False))
+
+
+def test_maintenance_materializes_and_retention_removes(tmp_path: Path) -> None:
+    _build(tmp_path)
+    clock = FakeClock(END + 3600 * NS)  # 03:00 on 2025-12-01: two days are closed
+    result = maintain(tmp_path, keep_days=30, compact_min_age_seconds=0, clock=clock)
+    assert result.frames_materialized == 2
+    assert [d for d, _ in cached_days(tmp_path)] == ["2025-11-29", "2025-11-30"]
+    with Store(tmp_path) as store:
+        stats = CacheStats()
+        cached = gpu_intervals(store, 900.0, cache_stats=stats)
+        assert stats.days_cached == 2
+        _same(cached, gpu_intervals(store, 900.0, use_cache=False))
+    again = maintain(tmp_path, keep_days=30, compact_min_age_seconds=0, clock=clock)
+    assert again.frames_materialized == 0  # still fresh
+    later = FakeClock(MIDNIGHT + 2 * NS_PER_DAY + 3600 * NS)  # keep only 2025-12-01 and 12-02
+    maintain(tmp_path, keep_days=2, compact_min_age_seconds=0, clock=later)
+    assert [d for d, _ in cached_days(tmp_path)] == ["2025-12-01"]  # closed now, so cached
+    assert frame_files(tmp_path / "frames" / "step=60" / "date=2025-11-30") == []
