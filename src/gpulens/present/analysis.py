@@ -18,6 +18,7 @@ from gpulens.analyze import fairness, fleet, rollups, waste
 from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.efficiency import Thresholds
 from gpulens.analyze.memory import MemorySettings
+from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
 from gpulens.findings.context import FindingThresholds
 from gpulens.findings.engine import build_context, run_rules
@@ -60,6 +61,7 @@ class ReportView:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     gap: str = ""  # duty cycle versus SM versus tensor activity, in one line
+    mfu: list[dict[str, Any]] = field(default_factory=list)  # per job, where measurable
     idle_holding_share: float | None = None  # intervals at zero duty while holding memory
 
     @property
@@ -177,6 +179,7 @@ def analyse(
         "jain_allocation_over_quota": summary.jain_allocation_over_quota,
     }
     view.states = _state_shares(annotated)
+    view.mfu = _rows(job_mfu(annotated))
     busy = annotated.filter(pc.greater(annotated["allocated_s"], 0))
     view.gap = (
         fleet.activity_gap(

@@ -55,6 +55,10 @@ def _headline(view: ReportView) -> list[tuple[str, str]]:
         ("wasted cost", _money(t.get("wasted_cost"))),
         ("CO2e", f"{_num(t.get('co2e_kg'), 2)} kg"),
         ("idle intervals holding > 1 GiB", _pct(view.idle_holding_share)),
+        (
+            "MFU (model FLOPs utilisation)",
+            ", ".join(f"{m['job_id']} {_pct(m['mfu'])}" for m in view.mfu[:5]) or "-",
+        ),
         ("the gap", view.gap or "-"),
     ]
 
@@ -118,6 +122,7 @@ def to_json(view: ReportView) -> str:
         "engines": view.engines,
         "fairness": view.fairness,
         "gap": view.gap,
+        "mfu": view.mfu,
         "idle_holding_share": view.idle_holding_share,
         "findings": [f.to_dict() for f in view.findings],
         "notes": view.notes,
