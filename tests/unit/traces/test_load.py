@@ -1,0 +1,198 @@
+"""The Kineto loader: exact ns parsing, chunking, rank detection, each format error."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpulens.analyze.traces.breakdown import breakdown, union_length
+from gpulens.analyze.traces.load import decimal_to_ns, load_trace, rank_from_name
+from gpulens.errors import TraceFormatError
+
+
+def _event(ts: str, dur: str, **extra: object) -> str:
+    args = json.dumps(extra.pop("args", {}))
+    fields = "".join(f', "{k}": {json.dumps(v)}' for k, v in extra.items())
+    head = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7'
+    return f'{head}, "ts": {ts}, "dur": {dur}, "args": {args}{fields}}}'
+
+
+def _write(tmp_path: Path, text: str, name: str = "trace.json") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _us_text(ns: int) -> str:
+    sign = "-" if ns < 0 else ""
+    return f"{sign}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
+
+
+@given(st.integers(min_value=-(10**18), max_value=10**18))
+def test_decimal_to_ns_is_exact(ns: int) -> None:
+    assert decimal_to_ns(_us_text(ns)) == ns
+    assert decimal_to_ns(_us_text(ns).encode()) == ns
+
+
+def test_decimal_to_ns_forms() -> None:
+    assert decimal_to_ns("12") == 12_000
+    assert decimal_to_ns("0.047") == 47
+    assert decimal_to_ns("1.5e3") == 1_500_000
+    assert decimal_to_ns("1.0005") == 1000  # sub-ns rounds half to even
+    with pytest.raises(ValueError):
+        decimal_to_ns("abc")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=2 * 10**18), min_size=1, max_size=30),
+    st.lists(st.integers(min_value=0, max_value=10**9), min_size=30, max_size=30),
+    st.sampled_from([16, 1 << 20]),
+)
+def test_loaded_times_are_exact_ns(
+    tmp_path_factory: pytest.TempPathFactory, starts: list[int], durs: list[int], chunk: int
+) -> None:
+    events = ",\n".join(
+        _event(_us_text(s), _us_text(d)) for s, d in zip(starts, durs, strict=False)
+    )
+    path = _write(tmp_path_factory.mktemp("t"), '{"traceEvents": [' + events + "]}")
+    trace = load_trace(path, chunk_bytes=chunk)
+    assert trace.events.ts_ns.tolist() == starts
+    assert trace.events.dur_ns.tolist() == durs[: len(starts)]
+
+
+def test_integer_and_relative_float_times(tmp_path: Path) -> None:
+    text = "[" + _event("5", "2") + "," + _event("4458676522873.933", "97.762") + "]"
+    trace = load_trace(_write(tmp_path, text))
+    assert trace.events.ts_ns.tolist() == [5000, 4458676522873933]
+    assert trace.events.dur_ns.tolist() == [2000, 97762]
+    assert int(Decimal("4458676522873.933") * 1000) == trace.events.ts_ns[1]
+
+
+def test_bare_array_gzip_and_columns(tmp_path: Path) -> None:
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 9,
+            "tid": 9,
+            "ts": 1,
+            "dur": 2,
+            "args": {"correlation": 5, "External id": 3},
+        },
+        {"ph": "s", "cat": "ac2g", "id": 5, "pid": 9, "tid": 9, "ts": 1, "name": "ac2g"},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 4,
+            "args": {"stream": "7", "correlation": 5},
+        },
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 9, "tid": 9, "ts": 3},
+    ]
+    path = tmp_path / "legacy.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(events).encode()))
+    trace = load_trace(path, rank=4)
+    assert (trace.rank, trace.rank_source) == (4, "argument")
+    assert len(trace.events) == 3 and len(trace.flows) == 1
+    assert trace.events.stream.tolist() == [-1, 7, -1]
+    assert trace.events.correlation.tolist() == [5, 5, -1]
+    assert trace.events.has_dur.tolist() == [True, True, False]
+    assert trace.flows.flow_id.tolist() == [5]
+    assert trace.process_names == {0: "GPU 0"}
+    assert [trace.names[i] for i in trace.events.name] == ["cudaLaunchKernel", "k", "[memory]"]
+
+
+def test_metadata_after_events_and_chunks(tmp_path: Path) -> None:
+    events = ", ".join(_event(str(i), "1") for i in range(100))
+    text = (
+        '{"deviceProperties": [{"id": 0, "name": "H100"}], "traceEvents": [' + events + "],"
+        ' "distributedInfo": {"rank": 3, "world_size": 8}}'
+    )
+    path = _write(tmp_path, text, "job_rank_5.json")
+    for chunk in (1, 50, 1 << 20):
+        trace = load_trace(path, chunk_bytes=chunk)
+        assert (trace.rank, trace.rank_source, trace.world_size) == (3, "distributedInfo", 8)
+        assert trace.device_properties[0]["name"] == "H100"
+        assert trace.events.ts_ns.tolist() == [i * 1000 for i in range(100)]
+        assert trace.events.index.tolist() == list(range(100))
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("rank_3.json", 3),
+        ("rank-0.Apr_03.pt.trace.json.gz", 0),
+        ("trainer_rank12.json", 12),
+        ("job_r3.json.gz", 3),
+        ("job_r1of2.json", 1),
+        ("resnet_kineto.json.gz", None),
+        ("trace.json", None),
+    ],
+)
+def test_rank_from_name(name: str, rank: int | None) -> None:
+    assert rank_from_name(name) == rank
+
+
+def test_rank_from_file_name_before_argument(tmp_path: Path) -> None:
+    trace = load_trace(_write(tmp_path, '{"traceEvents": []}', "x_rank7.json"), rank=2)
+    assert (trace.rank, trace.rank_source) == (7, "file name")
+    assert len(trace.events) == 0
+    assert breakdown(trace).temporal is None
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file"),
+        (b"not json at all", "not valid JSON"),
+        (b'{"schemaVersion": 1}', "no `traceEvents`"),
+        (b'{"traceEvents": {"a": 1}}', "not a list"),
+        (b'"just a string"', "JSON root is a str"),
+        (b'{"traceEvents": [1, 2]}', "is not an object"),
+        (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1}', "not valid JSON"),
+    ],
+)
+def test_format_errors_name_the_file(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceFormatError, match=message) as info:
+        load_trace(path)
+    assert str(path) in str(info.value)
+
+
+def test_truncated_and_corrupt_gzip(tmp_path: Path) -> None:
+    data = gzip.compress(b'{"traceEvents": []}' * 100)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceFormatError, match="truncated gzip"):
+        load_trace(path)
+    path.write_bytes(data[:10] + b"\x00" * 20 + data[30:])
+    with pytest.raises(TraceFormatError, match="gzip"):
+        load_trace(path)
+    with pytest.raises(TraceFormatError, match="cannot read"):
+        load_trace(tmp_path / "missing.json")
+
+
+def test_string_times_are_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, '{"traceEvents": [{"ph": "X", "ts": "1", "dur": 1}]}')
+    with pytest.raises(TraceFormatError, match="not a number"):
+        load_trace(path)
+
+
+def test_union_length() -> None:
+    s = np.array([0, 5, 10, 30], dtype=np.int64)
+    e = np.array([10, 8, 20, 31], dtype=np.int64)
+    assert union_length(s, e) == 21
