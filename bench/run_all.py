@@ -21,6 +21,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench_dcgm_parse.py", [], []),
     ("bench_frames.py", [], ["--quick"]),
     ("bench_rollups.py", [], ["--quick", "--runs", "1"]),
+    ("traces.py", [], []),
 ]
 
 
