@@ -280,3 +280,15 @@ def test_job_report_and_bad_time(demo_store: tuple[Path, subprocess.CompletedPro
     assert doc["kind"] == "job" and doc["totals"]["gpus"] == len(job["gpu_uuids"])
     bad = run("report", "--data-dir", str(data), "--since", "yesterday")
     assert bad.returncode == 2 and "--since" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_trace_command_on_a_real_trace(tmp_path: Path, shared: Path) -> None:
+    traces = sorted((shared / "data/traces").rglob("*.json.gz"))
+    assert traces
+    out = tmp_path / "trace.json"
+    result = run("trace", str(traces[0]), "--format", "json", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(out.read_text())
+    assert doc["ranks"] and {"temporal", "idle_by_stream", "device_idle_us"} <= set(doc["ranks"][0])
+    bad = run("trace", str(tmp_path / "missing.json"))
+    assert bad.returncode != 0 and "missing.json" in bad.stderr and "Traceback" not in bad.stderr

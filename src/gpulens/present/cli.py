@@ -509,6 +509,36 @@ def report(
 
 
 @app.command()
+def trace(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Trace files, or directories of rank files (one job).")
+    ],
+    format: Annotated[ReportFormat, typer.Option(help="Output format.")] = ReportFormat.terminal,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file.")
+    ] = None,
+    compare: Annotated[
+        list[Path] | None,
+        typer.Option(help="Traces of an earlier run of the same job: show before/after deltas."),
+    ] = None,
+    hta_window: Annotated[
+        bool, typer.Option(help="Select events as HTA does (its ProfilerStep window).")
+    ] = False,
+) -> None:
+    """Analyse PyTorch profiler (Kineto) traces: idle gaps and their causes, per rank."""
+    from gpulens.present.trace_report import run_trace
+
+    try:
+        text = run_trace(paths, format.value, output, compare or (), hta_window)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if output is not None:
+        err.print(f"wrote {output}")
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
 def doctor(
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
 ) -> None:

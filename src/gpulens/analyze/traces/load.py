@@ -140,6 +140,20 @@ def _to_ns(values: list[Any], already_ns: bool) -> Ints | None:
     return ints if bool(unique.all()) else None
 
 
+OCCUPANCY_ARG = "est. achieved occupancy %"
+
+
+def _as_float(value: Any) -> float:
+    if type(value) is int or type(value) is float:
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return float("nan")
+    return float("nan")
+
+
 def _as_int(value: Any) -> int:
     if type(value) is int:
         return value
@@ -214,6 +228,8 @@ class _Builder:
         stream: list[int] = []
         corr: list[int] = []
         ext: list[int] = []
+        occ: list[float] = []
+        nan = float("nan")
         f_idx: list[int] = []
         f_ts: list[Any] = []
         f_phase: list[int] = []
@@ -279,10 +295,13 @@ class _Builder:
                 corr.append(MISSING if r is None else _as_int(r))
                 x = a.get("External id")
                 ext.append(MISSING if x is None else _as_int(x))
+                o = a.get(OCCUPANCY_ARG)
+                occ.append(nan if o is None else _as_float(o))
             else:
                 stream.append(MISSING)
                 corr.append(MISSING)
                 ext.append(MISSING)
+                occ.append(nan)
         ts_ns = _to_ns(ts, already_ns)
         dur_ns = _to_ns(dur, already_ns)
         f_ts_ns = _to_ns(f_ts, already_ns)
@@ -302,6 +321,7 @@ class _Builder:
             "stream": np.asarray(stream, dtype=i64),
             "correlation": np.asarray(corr, dtype=i64),
             "external_id": np.asarray(ext, dtype=i64),
+            "occupancy": np.asarray(occ, dtype=np.float64),
         }
         fl: dict[str, np.ndarray[Any, Any]] = {
             "index": np.asarray(f_idx, dtype=i64),

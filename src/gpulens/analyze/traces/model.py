@@ -17,6 +17,7 @@ import numpy.typing as npt
 Ints = npt.NDArray[np.int64]
 Codes = npt.NDArray[np.int32]
 Bools = npt.NDArray[np.bool_]
+Floats = npt.NDArray[np.float64]
 
 MISSING = -1  # the value of an absent stream / correlation / external id / pid / tid
 
@@ -40,7 +41,8 @@ class EventTable:
 
     `index` is the event's position in `traceEvents` (as HTA numbers rows); `dur_ns` is 0 where the
     event has no `dur` (instants, counters), `has_dur` says which had one. `stream`, `correlation`
-    and `external_id` come from `args` (absent → -1; a numeric string is read as its number).
+    and `external_id` come from `args` (absent → -1; a numeric string is read as its number);
+    `occupancy` is the kernel's `est. achieved occupancy %` (NaN where the trace has none).
     """
 
     index: Ints
@@ -55,6 +57,7 @@ class EventTable:
     stream: Ints
     correlation: Ints
     external_id: Ints
+    occupancy: Floats
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])

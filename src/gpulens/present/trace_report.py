@@ -1,0 +1,586 @@
+"""`gpulens trace`: analyse profiler traces and render them as terminal text, Markdown, a
+self-contained HTML page (with an SVG timeline of the idle gaps and their causes) or JSON.
+
+Entry point for the CLI: `run_trace(paths, fmt, output, compare, hta_window) -> str`. The JSON
+schema (`SCHEMA_VERSION`) is documented in docs/traces.md and kept stable: new keys may be added,
+existing ones keep their meaning.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpulens.analyze.traces.causes import CAUSES
+from gpulens.analyze.traces.kernels import KERNEL_CLASSES
+from gpulens.analyze.traces.load import load_trace
+from gpulens.analyze.traces.ranks import RankAnalysis, analyze_job
+from gpulens.errors import TraceFormatError
+from gpulens.findings.traces import trace_findings
+
+SCHEMA_VERSION = 1
+FORMATS = ("terminal", "markdown", "html", "json")
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+MAX_STEPS_SHOWN = 12
+MAX_TIMELINE_GAPS = 3000
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What the HTML timeline draws for one rank: its span and gaps, µs from its start."""
+
+    label: str
+    span_us: float
+    gaps: list[tuple[float, float, str]]  # (offset_us, duration_us, cause)
+
+
+@dataclass
+class TraceView:
+    doc: dict[str, Any]  # the JSON document
+    title: str
+    timelines: list[Timeline] = field(default_factory=list)
+
+
+# -- building the view ------------------------------------------------------------------------
+
+
+def trace_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Files named, and the trace files (`*.json`, `*.json.gz`, `*.gz`) inside directories."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(
+                f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+            )
+            if not found:
+                raise TraceFormatError(f"{p}: no trace files (*.json, *.json.gz) in the directory")
+            out += found
+        else:
+            out.append(p)
+    if not out:
+        raise TraceFormatError("no trace file given")
+    return out
+
+
+def _rank_doc(a: RankAnalysis) -> dict[str, Any]:
+    b = a.breakdown
+    origin = a.origin_ns
+    return {
+        "rank": a.rank,
+        "rank_source": a.trace.rank_source,
+        "file": a.trace.path,
+        "device": a.device,
+        "start_ns": origin,
+        "end_ns": a.end_ns,
+        "temporal": b.temporal.as_us() if b.temporal else None,
+        "idle_by_stream": [{"stream": s.key, **s.as_us()} for s in b.idle_by_stream],
+        "device_idle_us": sum(d.idle_ns for d in b.device_idle) / 1000,
+        "idle_causes": a.causes.to_dict(origin),
+        "kernel_classes": a.kernels.to_dict(),
+        "communication": a.comm.to_dict(),
+        "memcpy": [c.to_dict(origin) for c in a.copies],
+        "steps": [s.to_dict(origin) for s in a.steps],
+        "notes": list(b.notes),
+    }
+
+
+def _timeline(a: RankAnalysis) -> Timeline:
+    g = a.causes.gaps
+    origin = a.origin_ns
+    order = sorted(range(len(g)), key=lambda i: -int(g.dur_ns[i]))[:MAX_TIMELINE_GAPS]
+    gaps = [
+        (
+            (int(g.start_ns[i]) - origin) / 1000,
+            int(g.dur_ns[i]) / 1000,
+            CAUSES[int(g.cause[i])],
+        )
+        for i in order
+    ]
+    label = f"rank {a.rank}" if a.rank is not None else Path(a.trace.path).name
+    return Timeline(label, (a.end_ns - origin) / 1000, gaps)
+
+
+def analyze_paths(
+    paths: Sequence[str | Path], *, hta_window: bool = False
+) -> tuple[list[RankAnalysis], dict[str, Any], list[Any]]:
+    files = trace_files(paths)
+    traces = [load_trace(f, rank=i) for i, f in enumerate(files)]
+    analyses, cluster = analyze_job(traces, hta_window=hta_window)
+    findings = trace_findings(analyses, cluster if len(analyses) > 1 else None)
+    return analyses, cluster.to_dict(), findings
+
+
+def _compare_numbers(rank: dict[str, Any]) -> dict[str, float]:
+    """The figures `--compare` sets side by side, flat."""
+    out: dict[str, float] = {}
+    t = rank.get("temporal") or {}
+    for k in ("kernel_time_us", "idle_us", "compute_us", "non_compute_us"):
+        if k in t:
+            out[k] = t[k]
+    out["device_idle_us"] = rank["device_idle_us"]
+    for cause, c in rank["idle_causes"]["causes"].items():
+        out[f"idle_{cause}_us"] = c["idle_us"]
+    for name, c in rank["kernel_classes"]["classes"].items():
+        out[f"kernels_{name}_us"] = c["time_us"]
+    out["exposed_comm_us"] = rank["communication"]["exposed_us"]
+    steps = rank["steps"]
+    if steps:
+        out["mean_step_us"] = sum(s["duration_us"] for s in steps) / len(steps)
+    return out
+
+
+def compare_docs(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """Per rank (matched by rank, else by position): before, after, delta and relative change."""
+    b_ranks = before["ranks"]
+    rows = []
+    for i, a in enumerate(after["ranks"]):
+        match = next((r for r in b_ranks if r["rank"] == a["rank"]), None)
+        if match is None and i < len(b_ranks):
+            match = b_ranks[i]
+        if match is None:
+            continue
+        x, y = _compare_numbers(match), _compare_numbers(a)
+        figures = {}
+        for key in sorted(set(x) | set(y)):
+            old, new = x.get(key, 0.0), y.get(key, 0.0)
+            figures[key] = {
+                "before": old,
+                "after": new,
+                "delta": new - old,
+                "change": (new - old) / old if old else None,
+            }
+        rows.append({"rank": a["rank"], "before_file": match["file"], "figures": figures})
+    b_rules = {f["rule_id"] for f in before["findings"]}
+    a_rules = {f["rule_id"] for f in after["findings"]}
+    return {
+        "before_files": [r["file"] for r in b_ranks],
+        "ranks": rows,
+        "findings_resolved": sorted(b_rules - a_rules),
+        "findings_new": sorted(a_rules - b_rules),
+    }
+
+
+def build_view(
+    paths: Sequence[str | Path],
+    *,
+    compare: Sequence[str | Path] = (),
+    hta_window: bool = False,
+) -> TraceView:
+    analyses, cluster, findings = analyze_paths(paths, hta_window=hta_window)
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "trace",
+        "hta_window": hta_window,
+        "ranks": [_rank_doc(a) for a in analyses],
+        "cluster": cluster,
+        "findings": [f.to_dict() for f in findings],
+        "compare": None,
+    }
+    if compare:
+        b_analyses, _b_cluster, b_findings = analyze_paths(compare, hta_window=hta_window)
+        before = {
+            "ranks": [_rank_doc(a) for a in b_analyses],
+            "findings": [f.to_dict() for f in b_findings],
+        }
+        doc["compare"] = compare_docs(before, doc)
+    names = sorted({Path(a.trace.path).name for a in analyses})
+    title = "Trace analysis: " + (names[0] if len(names) == 1 else f"{len(names)} ranks")
+    return TraceView(doc, title, [_timeline(a) for a in analyses])
+
+
+# -- tables shared by the text renderers ------------------------------------------------------
+
+
+def _num(x: Any, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+Table = tuple[str, list[str], list[list[str]]]
+
+
+def _rank_tables(r: dict[str, Any]) -> list[Table]:
+    tables: list[Table] = []
+    t = r["temporal"] or {}
+    causes = r["idle_causes"]
+    span = causes["span_us"]
+    tables.append(
+        (
+            "Overview",
+            ["measure", "value"],
+            [
+                ["device", str(r["device"] or "-")],
+                ["kernel time (HTA) µs", _num(t.get("kernel_time_us"))],
+                ["idle (HTA) µs", _num(t.get("idle_us"))],
+                ["compute µs", _num(t.get("compute_us"))],
+                ["non-compute µs", _num(t.get("non_compute_us"))],
+                ["device idle µs (all streams)", _num(r["device_idle_us"])],
+                ["device idle share of span", _pct(causes["idle_us"] / span if span else None)],
+                ["est. achieved occupancy", _num(r["kernel_classes"]["occupancy_pct"]) + " %"],
+                [
+                    "tensor-core share of GEMM time",
+                    _pct(r["kernel_classes"]["tensor_core_share_of_gemm"]),
+                ],
+            ],
+        )
+    )
+    rows = []
+    for cause in CAUSES:
+        c = causes["causes"][cause]
+        if not c["gaps"]:
+            continue
+        ex = c["examples"][0] if c["examples"] else None
+        example = (
+            f"{_num(ex['duration_us'])} µs at +{_num(ex['offset_us'])} µs: "
+            f"{(ex['cpu_event'] or ex['next_gpu_event'] or '-')[:50]}"
+            if ex
+            else "-"
+        )
+        rows.append(
+            [
+                cause,
+                _num(c["idle_us"]),
+                str(c["gaps"]),
+                _pct(c["share_of_idle"]),
+                _pct(c["share_of_span"]),
+                example,
+            ]
+        )
+    tables.append(
+        (
+            "Idle gaps by cause",
+            ["cause", "idle µs", "gaps", "of idle", "of span", "longest gap"],
+            rows,
+        )
+    )
+    kc = r["kernel_classes"]["classes"]
+    tables.append(
+        (
+            "Kernel classes",
+            ["class", "count", "time µs", "share", "occupancy %", "top kernel"],
+            [
+                [
+                    name,
+                    str(kc[name]["count"]),
+                    _num(kc[name]["time_us"]),
+                    _pct(kc[name]["share"]),
+                    _num(kc[name]["occupancy_pct"]),
+                    (kc[name]["top"][0]["name"][:50] if kc[name]["top"] else "-"),
+                ]
+                for name in KERNEL_CLASSES
+                if name in kc
+            ],
+        )
+    )
+    comm = r["communication"]
+    if comm["collectives"]:
+        tables.append(
+            (
+                f"Collectives (exposed {_num(comm['exposed_us'])} of {_num(comm['comm_us'])} µs)",
+                ["collective", "count", "total µs", "mean µs", "max µs", "exposed µs"],
+                [
+                    [
+                        c["name"],
+                        str(c["count"]),
+                        _num(c["total_us"]),
+                        _num(c["mean_us"]),
+                        _num(c["max_us"]),
+                        _num(c["exposed_us"]),
+                    ]
+                    for c in comm["collectives"]
+                ],
+            )
+        )
+    tables.append(
+        (
+            "Idle per stream (HTA)",
+            ["stream", "host wait µs", "kernel wait µs", "other µs"],
+            [
+                [
+                    str(s["stream"]),
+                    _num(s["host_wait_us"]),
+                    _num(s["kernel_wait_us"]),
+                    _num(s["other_us"]),
+                ]
+                for s in r["idle_by_stream"]
+            ],
+        )
+    )
+    if r["steps"]:
+        tables.append(
+            (
+                "Steps",
+                ["step", "duration µs", "kernels", "kernel µs", "device idle", "main cause"],
+                [
+                    [
+                        str(s["step"]),
+                        _num(s["duration_us"]),
+                        str(s["kernels"]),
+                        _num(s["kernel_time_us"]),
+                        _pct(s["idle_share"]),
+                        max(s["idle_causes_us"], key=s["idle_causes_us"].get)
+                        if s["idle_causes_us"]
+                        else "-",
+                    ]
+                    for s in r["steps"][:MAX_STEPS_SHOWN]
+                ],
+            )
+        )
+    return tables
+
+
+def _cluster_table(c: dict[str, Any]) -> Table:
+    return (
+        f"Ranks ({c['ranks']} of {c['world_size'] or '?'}; alignment: {c['alignment']}; "
+        f"imbalance {_pct(c['imbalance'])}; straggler: "
+        f"{'-' if c['straggler'] is None else 'rank ' + str(c['straggler'])})",
+        ["rank", "span µs", "compute µs", "comm µs", "exposed comm µs", "idle µs", "sync wait"],
+        [
+            [
+                str(r["rank"]),
+                _num(r["span_us"]),
+                _num(r["compute_us"]),
+                _num(r["comm_us"]),
+                _num(r["exposed_comm_us"]),
+                _num(r["device_idle_us"]),
+                _pct(r["sync_wait_share"]),
+            ]
+            for r in c["per_rank"]
+        ],
+    )
+
+
+def _compare_table(cmp: dict[str, Any]) -> list[Table]:
+    out: list[Table] = []
+    for r in cmp["ranks"]:
+        rows = [
+            [
+                key,
+                _num(f["before"]),
+                _num(f["after"]),
+                _num(f["delta"]),
+                _pct(f["change"]),
+            ]
+            for key, f in r["figures"].items()
+            if f["before"] or f["after"]
+        ]
+        out.append(
+            (
+                f"Compared with {Path(r['before_file']).name} (rank {r['rank']})",
+                ["figure", "before", "after", "delta", "change"],
+                rows,
+            )
+        )
+    return out
+
+
+def _sections(view: TraceView) -> list[tuple[str, list[Table]]]:
+    doc = view.doc
+    out: list[tuple[str, list[Table]]] = []
+    if len(doc["ranks"]) > 1:
+        out.append(("Job", [_cluster_table(doc["cluster"])]))
+    for r in doc["ranks"]:
+        head = f"Rank {r['rank']}: {Path(r['file']).name}"
+        out.append((head, _rank_tables(r)))
+    if doc["compare"]:
+        out.append(("Before / after", _compare_table(doc["compare"])))
+    return out
+
+
+# -- renderers --------------------------------------------------------------------------------
+
+
+def to_json(view: TraceView) -> str:
+    return json.dumps(view.doc, indent=2, default=str) + "\n"
+
+
+def _finding_lines(f: dict[str, Any]) -> list[str]:
+    subject = ", ".join(f"{k}={v}" for k, v in f["subject"].items())
+    lines = [f"[{f['severity']}] {f['rule_id']}: {subject}", f"    {f['summary']}"]
+    for e in f["evidence"]:
+        threshold = (
+            f" ({e['comparison']} {e['threshold']:.3g})" if e["threshold"] is not None else ""
+        )
+        note = f" — {e['note']}" if e["note"] else ""
+        lines.append(f"    - {e['metric']} = {e['value']:.4g}{threshold}{note}")
+    lines.append(f"    fix: {f['recommendation']}")
+    return lines
+
+
+def to_terminal(view: TraceView) -> str:
+    lines = [view.title, "=" * len(view.title)]
+    for head, tables in _sections(view):
+        lines += ["", head, "-" * len(head)]
+        for title, headers, rows in tables:
+            lines += ["", title]
+            widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+            lines.append(
+                "  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False))
+            )
+            for r in rows:
+                lines.append(
+                    "  "
+                    + "  ".join(
+                        c.ljust(w) if i == 0 or i == len(r) - 1 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(r, widths, strict=False))
+                    )
+                )
+    findings = view.doc["findings"]
+    lines += ["", f"Findings ({len(findings)})"]
+    for f in findings:
+        lines += ["  " + line for line in _finding_lines(f)]
+    if view.doc["compare"]:
+        cmp = view.doc["compare"]
+        lines += [f"resolved: {', '.join(cmp['findings_resolved']) or '-'}"]
+        lines += [f"new: {', '.join(cmp['findings_new']) or '-'}"]
+    return "\n".join(lines) + "\n"
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    def esc(c: str) -> str:
+        return c.replace("|", "\\|")
+
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return [*out, ""]
+
+
+def to_markdown(view: TraceView) -> str:
+    lines = [f"# {view.title}", ""]
+    for head, tables in _sections(view):
+        lines += [f"## {head}", ""]
+        for title, headers, rows in tables:
+            lines += [f"### {title}", "", *_md_table(headers, rows)]
+    findings = view.doc["findings"]
+    lines += [f"## Findings ({len(findings)})", ""]
+    for f in findings:
+        first, *rest = _finding_lines(f)
+        lines += [f"### {first}", ""] + [line.strip() for line in rest] + [""]
+    return "\n".join(lines)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2rem;max-width:80rem;color:#1d2329}
+table{border-collapse:collapse;margin:0.5rem 0 1.5rem}
+td,th{padding:0.25rem 0.6rem;border-bottom:1px solid #dde;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.finding{border-left:4px solid #c60;padding:0.3rem 1rem;margin:1rem 0;background:#fbf7f2}
+.finding.critical{border-color:#b00}.finding.info{border-color:#06c}
+.legend span{display:inline-block;width:0.8rem;height:0.8rem;margin:0 0.3rem 0 1rem}
+"""
+CAUSE_COLORS = {
+    "data_loader": "#d95f02",
+    "sync": "#e7298a",
+    "launch_overhead": "#7570b3",
+    "cpu_ops": "#e6ab02",
+    "gpu_wait": "#1b9e77",
+    "unknown": "#999999",
+}
+
+
+def _svg_timeline(timelines: list[Timeline]) -> str:
+    """One row per rank: the active span in light grey, each idle gap coloured by its cause."""
+    width, label_w, row_h = 1000, 110, 26
+    height = row_h * len(timelines) + 24
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + width + 10}" '
+        f'height="{height}" role="img" aria-label="device idle gaps by cause">'
+    ]
+    for i, t in enumerate(timelines):
+        y = 4 + i * row_h
+        scale = width / t.span_us if t.span_us > 0 else 0.0
+        parts.append(f'<text x="0" y="{y + 15}" font-size="12">{html.escape(t.label)}</text>')
+        parts.append(
+            f'<rect x="{label_w}" y="{y}" width="{width}" height="{row_h - 6}" fill="#e4e8ec">'
+            f"<title>busy (some stream runs)</title></rect>"
+        )
+        for offset, dur, cause in t.gaps:
+            w = max(dur * scale, 0.6)
+            parts.append(
+                f'<rect x="{label_w + offset * scale:.2f}" y="{y}" width="{w:.2f}" '
+                f'height="{row_h - 6}" fill="{CAUSE_COLORS[cause]}"><title>{cause}: '
+                f"{dur:,.1f} µs at +{offset:,.1f} µs</title></rect>"
+            )
+    span = max((t.span_us for t in timelines), default=0.0)
+    parts.append(
+        f'<text x="{label_w}" y="{height - 4}" font-size="11">0 µs</text>'
+        f'<text x="{label_w + width - 120}" y="{height - 4}" font-size="11">'
+        f"{span:,.0f} µs (per-rank scale)</text></svg>"
+    )
+    return "".join(parts)
+
+
+def _html_table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="{"n" if 0 < i < len(r) - 1 else ""}">{html.escape(c)}</td>'
+            for i, c in enumerate(r)
+        )
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def to_html(view: TraceView) -> str:
+    """A self-contained page (inline CSS and SVG; nothing loaded from the network)."""
+    out = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(view.title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(view.title)}</h1>",
+        "<h2>Timeline: device idle gaps by cause</h2>",
+        '<p class="legend">'
+        + "".join(f'<span style="background:{c}"></span>{n}' for n, c in CAUSE_COLORS.items())
+        + "</p>",
+        _svg_timeline(view.timelines),
+    ]
+    for head, tables in _sections(view):
+        out.append(f"<h2>{html.escape(head)}</h2>")
+        for title, headers, rows in tables:
+            out += [f"<h3>{html.escape(title)}</h3>", _html_table(headers, rows)]
+    findings = view.doc["findings"]
+    out.append(f"<h2>Findings ({len(findings)})</h2>")
+    for f in findings:
+        first, summary, *rest = _finding_lines(f)
+        items = "".join(f"<li>{html.escape(line.strip()[2:])}</li>" for line in rest[:-1])
+        out.append(
+            f'<div class="finding {f["severity"]}"><h3>{html.escape(first)}</h3>'
+            f"<p>{html.escape(summary.strip())}</p><ul>{items}</ul>"
+            f"<p><b>Fix:</b> {html.escape(f['recommendation'])}</p></div>"
+        )
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+RENDERERS = {"terminal": to_terminal, "markdown": to_markdown, "html": to_html, "json": to_json}
+
+
+def run_trace(
+    paths: Sequence[str | Path],
+    fmt: str = "terminal",
+    output: str | Path | None = None,
+    compare: Sequence[str | Path] = (),
+    hta_window: bool = False,
+) -> str:
+    """Analyse `paths` (files, or directories of rank files: one job) and render the report.
+
+    `compare`: the trace(s) of an earlier run of the same job (before → these paths after).
+    Writes the text to `output` when given and returns it. Raises TraceFormatError (bad input)
+    or ValueError (unknown format).
+    """
+    if fmt not in RENDERERS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    text = RENDERERS[fmt](build_view(paths, compare=compare, hta_window=hta_window))
+    if output is not None:
+        Path(output).write_text(text, encoding="utf-8")
+    return text
