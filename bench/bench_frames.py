@@ -2,12 +2,15 @@
 
     .venv/bin/python bench/bench_frames.py            # 64 GPUs x 7 days at 1 s (38.7M gpu rows)
     .venv/bin/python bench/bench_frames.py --quick    # 16 GPUs x 1 day
+    .venv/bin/python bench/bench_frames.py --days 30 --gpus 512 --interval 10 \
+        --dir /tmp/fb_30d --build-only                # the 30-day fleet (133M gpu rows) to keep
 
 GPU rows come from bench/fleetgen.py (the store benchmark's generator); process rows are one
 process per busy GPU-second (memory in use), labelled with a job, user and engine, as the NVML
-collector writes them. Days are written in hourly segments and compacted into daily files, as
-`gpulens record` leaves them. Prints a markdown table with the median of several runs. Not a
-test.
+collector writes them. Days are generated and written one at a time (memory stays bounded by
+one day) in hourly segments; after each day the store's maintenance pass runs as `gpulens
+record` runs it once the day has closed: compaction into daily files and the frames cache of
+the closed day. Prints a markdown table with the median of several runs. Not a test.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleetgen import DAY_NS, fleet_table
 from gpulens.clock import FakeClock
 from gpulens.model import Kind
-from gpulens.store import SegmentWriter, Store, compact
+from gpulens.store import SegmentWriter, Store, maintain
 from gpulens.store.frame_cache import CacheStats
 from gpulens.store.frames import gpu_intervals, materialize_day
 from gpulens.store.layout import partitions
@@ -74,17 +77,23 @@ def process_table(gpu: pa.Table, day: int) -> pa.Table:
     )
 
 
-def build(root: Path, gpus: int, days: int) -> dict[str, float]:
+def _maintain(root: Path, now_ns: int) -> None:
+    """The maintenance pass `gpulens record` runs: compaction, then the closed days' cache."""
+    maintain(root, keep_days=100_000, compact_min_age_seconds=600.0, clock=FakeClock(now_ns))
+
+
+def build(root: Path, gpus: int, days: int, interval: int = 1) -> dict[str, float]:
     rows = {"gpu": 0, "process": 0}
+    hour_ns = 3600 * 10**9
     for day in range(days):
-        table = fleet_table(2025 + day, gpus, DAY0 + day * DAY_NS, 86_400)
+        table = fleet_table(2025 + day, gpus, DAY0 + day * DAY_NS, 86_400, interval=interval)
         procs = process_table(table, day)
         rows["gpu"] += table.num_rows
         rows["process"] += procs.num_rows
         w = SegmentWriter(root, "bench", clock=FakeClock(DAY0))
         for hour in range(24):
-            lo = DAY0 + day * DAY_NS + hour * 3600 * 10**9
-            hi = lo + 3600 * 10**9
+            lo = DAY0 + day * DAY_NS + hour * hour_ns
+            hi = lo + hour_ns
             for kind, t in ((Kind.GPU, table), (Kind.PROCESS, procs)):
                 ts = t.column("ts")
                 mask = pc.and_(pc.greater_equal(ts, lo), pc.less(ts, hi))
@@ -92,7 +101,10 @@ def build(root: Path, gpus: int, days: int) -> dict[str, float]:
             w.flush()
         w.close()
         del table, procs
-    compact(root, clock=FakeClock(DAY0 + (days + 1) * DAY_NS), delete_grace_seconds=0)
+        # the day has closed: the next day's first maintenance pass (which also deletes what
+        # the previous pass compacted, its grace period over)
+        _maintain(root, DAY0 + (day + 1) * DAY_NS + hour_ns)
+    _maintain(root, DAY0 + days * DAY_NS + 2 * hour_ns)  # the last day's superseded segments
     return {k: float(v) for k, v in rows.items()}
 
 
@@ -101,6 +113,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="16 GPUs x 1 day instead of 64 x 7")
     ap.add_argument("--gpus", type=int, default=None)
     ap.add_argument("--days", type=int, default=None)
+    ap.add_argument("--interval", type=int, default=1, help="seconds between GPU readings")
+    ap.add_argument(
+        "--build-only", action="store_true", help="build the store (with --dir) and stop"
+    )
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--step", type=float, default=60.0)
     ap.add_argument("--dir", type=Path, default=None, help="reuse/keep a data directory")
@@ -112,10 +128,15 @@ def main() -> None:
     try:
         t0 = time.perf_counter()
         if not (root / "gpu").exists():
-            rows = build(root, gpus, days)
+            rows = build(root, gpus, days, args.interval)
         else:
             rows = {"gpu": float("nan"), "process": float("nan")}
         t_build = time.perf_counter() - t0
+        if args.build_only:
+            print(f"built {root}: {rows['gpu'] / 1e6:.1f}M gpu rows, "
+                  f"{rows['process'] / 1e6:.1f}M process rows in {t_build:.0f} s "
+                  f"(generation, hourly segments, maintenance after each day)")  # fmt: skip
+            return
         with Store(root) as store:
             times = []
             frame = pa.table({})
@@ -147,14 +168,14 @@ def main() -> None:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
     cores = len(os.sched_getaffinity(0))
-    print(f"## gpulens interval frames ({gpus} GPUs x {days} days at 1 s, step {args.step:g} s, "
-          f"{cores} cores)\n")  # fmt: skip
+    print(f"## gpulens interval frames ({gpus} GPUs x {days} days at {args.interval} s, "
+          f"step {args.step:g} s, {cores} cores)\n")  # fmt: skip
     print("| measure | value | target |")
     print("|---|---|---|")
     print(
         f"| gpu rows / process rows | {rows['gpu'] / 1e6:.1f}M / {rows['process'] / 1e6:.1f}M | |"
     )
-    print(f"| build + compact the store | {t_build:.1f} s | |")
+    print(f"| build the store (generate, write, maintain daily) | {t_build:.1f} s | |")
     print(f"| `gpu_intervals`, first run | {times[0]:.2f} s | |")
     print(f"| `gpu_intervals`, median of {args.runs} | {statistics.median(times[1:]):.2f} s "
           f"| ≤ 3 s (whole fleet report) |")  # fmt: skip

@@ -35,32 +35,39 @@ def _smooth(rng: np.random.Generator, n: int, width: int, scale: float) -> np.nd
     return np.convolve(raw, k, mode="valid")[:n]
 
 
-def _phases(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-second phase id and phase kind (0 idle, 1 train, 2 inference, 3 starved)."""
-    lengths = rng.exponential(2400.0, size=max(4, n // 600)).astype(np.int64) + 60
+def _phases(rng: np.random.Generator, n: int, interval: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample phase id and phase kind (0 idle, 1 train, 2 inference, 3 starved) for `n`
+    samples `interval` seconds apart (phase lengths are in seconds)."""
+    span = n * interval
+    lengths = rng.exponential(2400.0, size=max(4, span // 600)).astype(np.int64) + 60
     ends = np.cumsum(lengths)
-    count = int(np.searchsorted(ends, n)) + 1
+    count = int(np.searchsorted(ends, span)) + 1
     kinds = rng.choice(4, size=count, p=[0.25, 0.45, 0.2, 0.1])
-    phase = np.searchsorted(ends[:count], np.arange(n), side="right")
+    phase = np.searchsorted(ends[:count], np.arange(n) * interval, side="right")
     return phase, kinds[phase]
 
 
-def gpu_day(seed: int, gpu: int, start_ns: int, seconds: int) -> dict[str, np.ndarray]:
-    """One GPU's readings for `seconds` seconds from `start_ns`: metric name → float64 array."""
+def gpu_day(
+    seed: int, gpu: int, start_ns: int, seconds: int, interval: int = 1
+) -> dict[str, np.ndarray]:
+    """One GPU's readings every `interval` s for `seconds` seconds from `start_ns`: metric name
+    → float64 array (`seconds // interval` samples; counters grow by value × interval)."""
     rng = np.random.default_rng([seed, gpu, start_ns // DAY_NS])
-    n = seconds
-    phase, kind = _phases(rng, n)
+    n = seconds // interval
+    phase, kind = _phases(rng, n, interval)
     busy = kind != 0
     # phase level for useful work; a training-step square wave inside busy phases
     level = rng.uniform(0.35, 0.95, size=int(phase.max()) + 1)[phase]
     period = rng.integers(3, 9, size=int(phase.max()) + 1)[phase]
-    t = np.arange(n)
+    t = np.arange(n) * interval
     step = ((t % period) < np.maximum(1, period * 0.7)).astype(np.float64)
     starved = kind == 3
     work = np.where(busy, level * (0.75 + 0.25 * step), 0.0)
     work = np.where(starved, work * ((t % 20) < 6), work)
     work = np.clip(
-        work + np.where(busy, _smooth(rng, n, 30, 0.01) + rng.normal(0, 0.01, n), 0), 0, 1
+        work + np.where(busy, _smooth(rng, n, _w(30, interval), 0.01) + rng.normal(0, 0.01, n), 0),
+        0,
+        1,
     )
 
     def ratio(x: np.ndarray) -> np.ndarray:  # a DCGM/GPM profiling float
@@ -98,7 +105,9 @@ def gpu_day(seed: int, gpu: int, start_ns: int, seconds: int) -> dict[str, np.nd
     total = 81559 * MIB
     reserved = 541 * MIB
     mem_level = rng.uniform(8_000, 78_000, size=int(phase.max()) + 1)[phase]
-    used = np.where(busy, np.round(mem_level + np.clip(_smooth(rng, n, 60, 2.0), -50, 50)), 3)
+    used = np.where(
+        busy, np.round(mem_level + np.clip(_smooth(rng, n, _w(60, interval), 2.0), -50, 50)), 3
+    )
     out["memory_total_bytes"] = np.full(n, float(total))
     out["memory_used_bytes"] = used * MIB
     out["memory_free_bytes"] = total - reserved - used * MIB
@@ -107,18 +116,25 @@ def gpu_day(seed: int, gpu: int, start_ns: int, seconds: int) -> dict[str, np.nd
     watts = np.round(np.clip(watts, 60, 700) * 1000) / 1000  # mW
     out["power_watts"] = watts
     out["power_limit_watts"] = np.full(n, 700.0)
-    out["energy_joules"] = np.round((rng.uniform(1e7, 5e8) + np.cumsum(watts)) * 1000) / 1000
-    temp = 32 + work * 38 + _smooth(rng, n, 120, 0.6)
+    out["energy_joules"] = (
+        np.round((rng.uniform(1e7, 5e8) + np.cumsum(watts) * interval) * 1000) / 1000
+    )
+    temp = 32 + work * 38 + _smooth(rng, n, _w(120, interval), 0.6)
     out["temperature_celsius"] = np.round(temp)
-    out["memory_temperature_celsius"] = np.round(temp + 4 + _smooth(rng, n, 120, 0.3))
+    out["memory_temperature_celsius"] = np.round(temp + 4 + _smooth(rng, n, _w(120, interval), 0.3))
     clock = np.where(busy, 1980 - np.round(np.clip(work - 0.8, 0, 1) * 600 / 15) * 15, 345)
     out["sm_clock_hertz"] = clock * 1e6
     out["memory_clock_hertz"] = np.full(n, 2619e6)
     throttled = (watts > 640).astype(np.float64)
     out["clocks_event_reasons"] = np.where(busy, throttled * 4, 1.0)
     out["pstate"] = np.where(busy, 0.0, 0.0)
-    out["power_violation_seconds_total"] = np.round(np.cumsum(throttled) * 1e6) / 1e6
+    out["power_violation_seconds_total"] = np.round(np.cumsum(throttled) * interval * 1e6) / 1e6
     return out
+
+
+def _w(width_s: int, interval: int) -> int:
+    """A smoothing width in samples for a width in seconds."""
+    return max(1, width_s // interval)
 
 
 def gpu_uuid(node: int, gpu: int) -> str:
@@ -126,27 +142,29 @@ def gpu_uuid(node: int, gpu: int) -> str:
 
 
 def fleet_table(
-    seed: int, n_gpus: int, start_ns: int, seconds: int, *, per_node: int = 8
+    seed: int, n_gpus: int, start_ns: int, seconds: int, *, per_node: int = 8, interval: int = 1
 ) -> pa.Table:
-    """A GPU table: `n_gpus` GPUs (nodes of `per_node`) at 1 s for `seconds` from `start_ns`."""
+    """A GPU table: `n_gpus` GPUs (nodes of `per_node`) every `interval` s (default 1 s) for
+    `seconds` from `start_ns`."""
     cols: dict[str, list[np.ndarray]] = {m: [] for m in GPU_ROW_METRICS}
     ts_parts: list[np.ndarray] = []
     hosts: list[str] = []
     uuids: list[str] = []
     idx: list[str] = []
-    tick = start_ns + np.arange(seconds, dtype=np.int64) * NS
+    n = seconds // interval
+    tick = start_ns + np.arange(n, dtype=np.int64) * interval * NS
     rng = np.random.default_rng(seed)
     for g in range(n_gpus):
         node, local = divmod(g, per_node)
-        data = gpu_day(seed, g, start_ns, seconds)
+        data = gpu_day(seed, g, start_ns, seconds, interval)
         for m in GPU_ROW_METRICS:
             cols[m].append(data[m])
-        jitter = rng.integers(0, 40_000, seconds)  # the collector reads GPUs one by one
+        jitter = rng.integers(0, 40_000, n)  # the collector reads GPUs one by one
         ts_parts.append(tick + 2_500_000 + local * 310_000 + jitter)
         hosts.append(f"node{node:03d}")
         uuids.append(gpu_uuid(node, local))
         idx.append(str(local))
-    rep = np.full(n_gpus, seconds)
+    rep = np.full(n_gpus, n)
     table = {
         "ts": pa.array(np.concatenate(ts_parts)),
         "host": pa.DictionaryArray.from_arrays(
@@ -160,7 +178,7 @@ def fleet_table(
             [str(i) for i in range(per_node)],
         ),
         "gpu_model": pa.DictionaryArray.from_arrays(
-            np.zeros(n_gpus * seconds, dtype=np.int32), ["NVIDIA H100 80GB HBM3"]
+            np.zeros(n_gpus * n, dtype=np.int32), ["NVIDIA H100 80GB HBM3"]
         ),
     }
     for m in GPU_ROW_METRICS:

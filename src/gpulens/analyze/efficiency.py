@@ -93,27 +93,58 @@ def _text(*parts: str | Strs) -> Strs:
     return pc.binary_join_element_wise(*pieces, "")
 
 
+def _model_codes(frame: pa.Table) -> tuple[np.ndarray, list[Any]]:
+    """(code per row, model per code) of `gpu_model` (None for null or a missing column)."""
+    if "gpu_model" not in frame.column_names or frame.num_rows == 0:
+        return np.zeros(frame.num_rows, dtype=np.int64), [None]
+    col = frame.column("gpu_model")
+    if pa.types.is_dictionary(col.type):
+        col = pc.cast(col, col.type.value_type)
+    encoded = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
+    code = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return code, encoded.dictionary.to_pylist() or [None]
+
+
+Ix = np.ndarray  # row indices
+
+
+def _scatter(n: int, parts: list[tuple[Ix, Callable[[Ix], Strs]]]) -> Strs:
+    """A string array of `n` rows assembled from `parts`: (row indices, text builder for those
+    rows); every row is in exactly one part (empty parts are skipped)."""
+    if n == 0:
+        return pa.array([], type=pa.string())
+    chunks: list[pa.Array] = []
+    order: list[Ix] = []
+    for ix, build in parts:
+        if ix.size == 0:
+            continue
+        text = build(ix)
+        if isinstance(text, pa.Scalar):
+            text = pa.repeat(text, ix.size)
+        elif isinstance(text, pa.ChunkedArray):
+            text = text.combine_chunks()
+        chunks.append(text.cast(pa.string()))
+        order.append(ix)
+    where = np.concatenate(order)
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[where] = np.arange(n)
+    return pa.concat_arrays(chunks).take(pa.array(inverse))
+
+
 def _clock_facts(frame: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """(maximum SM clock in Hz, power limit in W) per row: the frame's, else the datasheet's."""
     max_clock = floats(frame, "sm_clock_max_hz")
     limit = floats(frame, "power_limit_w")
     if not (np.isnan(max_clock).any() or np.isnan(limit).any()):
         return max_clock, limit
-    models = (
-        frame.column("gpu_model").to_pylist()
-        if "gpu_model" in frame.column_names
-        else [None] * frame.num_rows
-    )
-    cache: dict[object, tuple[float, float]] = {}
-    sheet_clock = np.empty(frame.num_rows)
-    sheet_limit = np.empty(frame.num_rows)
-    for r, model in enumerate(models):
-        if model not in cache:
-            spec = peak_table.lookup(model) if isinstance(model, str) else None
-            clock = spec.boost_clock_mhz * 1e6 if spec and spec.boost_clock_mhz else np.nan
-            tdp = float(spec.tdp_w) if spec and spec.tdp_w else np.nan
-            cache[model] = (clock, tdp)
-        sheet_clock[r], sheet_limit[r] = cache[model]
+    code, models = _model_codes(frame)
+    per_model = np.empty((len(models), 2))
+    for m, model in enumerate(models):
+        spec = peak_table.lookup(model) if isinstance(model, str) else None
+        clock = spec.boost_clock_mhz * 1e6 if spec and spec.boost_clock_mhz else np.nan
+        tdp = float(spec.tdp_w) if spec and spec.tdp_w else np.nan
+        per_model[m] = (clock, tdp)
+    sheet_clock, sheet_limit = per_model[code, 0], per_model[code, 1]
     return (
         np.where(np.isnan(max_clock), sheet_clock, max_clock),
         np.where(np.isnan(limit), sheet_limit, limit),
@@ -125,20 +156,29 @@ def _job_peers(frame: pa.Table, act: np.ndarray) -> tuple[np.ndarray, np.ndarray
     n = frame.num_rows
     if "job_id" not in frame.column_names or n == 0:
         return np.zeros(n), np.full(n, np.nan)
-    keys = pa.table(
-        {
-            "job_id": frame.column("job_id"),
-            "start_ns": frame.column("start_ns"),
-            "act": pa.array(act, from_pandas=True),
-            "row": pa.array(np.arange(n)),
-        }
-    )
-    agg = keys.group_by(["job_id", "start_ns"]).aggregate([("act", "max"), ("act", "count")])
-    joined = keys.join(agg, ["job_id", "start_ns"]).sort_by("row")
-    peers = floats(joined, "act_count")
-    top = floats(joined, "act_max")
-    has_job = np.asarray(pc.is_valid(frame.column("job_id")).to_numpy(zero_copy_only=False))
-    return np.where(has_job, peers, 0.0), np.where(has_job, top, np.nan)
+    job_col = frame.column("job_id")
+    if pa.types.is_dictionary(job_col.type):
+        job_col = pc.cast(job_col, job_col.type.value_type)
+    has_job = np.asarray(pc.is_valid(job_col).to_numpy(zero_copy_only=False), dtype=bool)
+    peers, top = np.zeros(n), np.full(n, np.nan)
+    rows = np.flatnonzero(has_job)
+    if rows.size == 0:
+        return peers, top
+    job = pc.dictionary_encode(job_col).combine_chunks().indices
+    job_code = np.asarray(job.to_numpy(zero_copy_only=False)[rows], dtype=np.int64)
+    start = pc.cast(frame.column("start_ns"), pa.int64()).to_numpy(zero_copy_only=False)
+    _, start_code = np.unique(np.asarray(start)[rows], return_inverse=True)
+    key = job_code * (int(start_code.max()) + 1) + start_code.reshape(-1)
+    _, group = np.unique(key, return_inverse=True)
+    group = group.reshape(-1)
+    order = np.argsort(group, kind="stable")
+    firsts = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
+    values = act[rows][order]
+    group_top = np.fmax.reduceat(values, firsts)
+    group_count = np.add.reduceat((~np.isnan(values)).astype(np.float64), firsts)
+    peers[rows] = group_count[group]
+    top[rows] = group_top[group]
+    return peers, top
 
 
 def classify(frame: pa.Table, thresholds: Thresholds = Thresholds()) -> pa.Table:
@@ -215,89 +255,139 @@ def classify(frame: pa.Table, thresholds: Thresholds = Thresholds()) -> pa.Table
     warm = in_windows(frame, windows)
     unknown = np.isnan(act)
 
-    d, s, t = _num(duty), _num(sm), _num(tensor)
-    sm_name = pa.array(np.where(np.isnan(sm_raw), "graphics-engine active", "SM active"))
-    gib = _num(np.nan_to_num(mem) / GIB, 1)
+    # Reason texts are built only for the rows whose state they explain (a row's reason is
+    # the first matching rule's text); `ix` is the row indices of one rule's rows.
+    def d(ix: Ix) -> Strs:
+        return _num(duty[ix])
+
+    def s(ix: Ix) -> Strs:
+        return _num(sm[ix])
+
+    def t(ix: Ix) -> Strs:
+        return _num(tensor[ix])
+
+    def a(ix: Ix) -> Strs:
+        return _num(act[ix])
+
+    def gib(ix: Ix) -> Strs:
+        return _num(np.nan_to_num(mem[ix]) / GIB, 1)
+
+    def sm_name(ix: Ix) -> Strs:
+        return pa.array(np.where(np.isnan(sm_raw[ix]), "graphics-engine active", "SM active"))
+
     # (state, mask, reason) in precedence order; the first matching rule wins.
-    rules: list[tuple[str, np.ndarray, Strs]] = [
-        ("warmup", warm, _text("job warm-up: activity ", _num(act), " not yet settled")),
-        ("unknown", unknown, _text("no duty-cycle or profiling activity reported")),
+    rules: list[tuple[str, np.ndarray, Callable[[Ix], Strs]]] = [
+        ("warmup", warm, lambda ix: _text("job warm-up: activity ", a(ix), " not yet settled")),
+        ("unknown", unknown, lambda ix: _text("no duty-cycle or profiling activity reported")),
         (
             "idle_unallocated",
             idle & ~held,
-            _text("activity ", _num(act), ", no process, ", gib, " GiB in use"),
+            lambda ix: _text("activity ", a(ix), ", no process, ", gib(ix), " GiB in use"),
         ),
         (
             "idle_allocated",
             idle,
-            _text("activity ", _num(act), " while holding ", gib, " GiB"),
+            lambda ix: _text("activity ", a(ix), " while holding ", gib(ix), " GiB"),
         ),
         (
             "throttled",
             throttled,
-            _text(
+            lambda ix: _text(
                 "SM clock at ",
-                _num(clock_ratio),
+                _num(clock_ratio[ix]),
                 " of max with power/thermal flags in ",
-                _num(flags),
+                _num(flags[ix]),
                 " of samples",
             ),
         ),
         (
             "comm_bound",
             comm,
-            _text("SM active ", s, " vs ", _num(top), " on the job's busiest GPU"),
+            lambda ix: _text(
+                "SM active ", s(ix), " vs ", _num(top[ix]), " on the job's busiest GPU"
+            ),
         ),
         (
             "input_bound",
             input_bound,
-            _text(
+            lambda ix: _text(
                 "activity ",
-                _num(act),
+                a(ix),
                 " < ",
                 str(th.sm_good),
                 " with host CPU ",
-                _num(host_cpu),
+                _num(host_cpu[ix]),
                 ", data wait ",
-                _num(wait),
+                _num(wait[ix]),
                 ", SM swing ",
-                _num(swing),
+                _num(swing[ix]),
             ),
         ),
-        ("hollow_busy", hollow, _text("duty ", d, " but ", sm_name, " ", s, " < ", str(th.sm_low))),
+        (
+            "hollow_busy",
+            hollow,
+            lambda ix: _text(
+                "duty ", d(ix), " but ", sm_name(ix), " ", s(ix), " < ", str(th.sm_low)
+            ),
+        ),
         (
             "memory_bound",
             memory,
-            _text("DRAM active ", _num(dram), ", mem-copy ", _num(copy), ", pipes ", _num(pipes)),
+            lambda ix: _text(
+                "DRAM active ",
+                _num(dram[ix]),
+                ", mem-copy ",
+                _num(copy[ix]),
+                ", pipes ",
+                _num(pipes[ix]),
+            ),
         ),
         (
             "compute_fp32",
             fp32_bound,
-            _text("FP32 pipe ", _num(fp32), " but tensor ", t, " < ", str(th.tensor_min)),
+            lambda ix: _text(
+                "FP32 pipe ", _num(fp32[ix]), " but tensor ", t(ix), " < ", str(th.tensor_min)
+            ),
         ),
-        ("compute_tensor", compute, _text("tensor active ", t, ", SM active ", s)),
+        (
+            "compute_tensor",
+            compute,
+            lambda ix: _text("tensor active ", t(ix), ", SM active ", s(ix)),
+        ),
     ]
-    state = np.full(n, "busy", dtype=object)
-    reason: Strs = pa.array(
-        np.where(
-            profiling,
-            "kernels ran; no pipe stands out",
-            "duty cycle only: kernels ran, no profiling metrics to say more",
+
+    def busy_text(ix: Ix) -> Strs:
+        base = pa.array(
+            np.where(
+                profiling[ix],
+                "kernels ran; no pipe stands out",
+                "duty cycle only: kernels ran, no profiling metrics to say more",
+            )
         )
-    )
-    if n:
-        reason = _text(reason, " (duty ", d, ")")
+        return _text(base, " (duty ", d(ix), ")")
+
+    state = np.full(n, "busy", dtype=object)
+    which = np.full(n, len(rules), dtype=np.int64)  # the rule that decided each row
     decided = np.zeros(n, dtype=bool)
-    for name, mask, text in rules:
+    for i, (name, mask, _text_of) in enumerate(rules):
         pick = mask & ~decided
         state[pick] = name
-        reason = pc.if_else(pa.array(pick), text, reason)
+        which[pick] = i
         decided |= mask
-    cap_note = _text(
-        "; power-capped: ", _num(power, 1), " W of ", _num(limit, 1), " W, SM clock ",
-        _num(clock / 1e6, 0), " of ", _num(max_clock / 1e6, 0), " MHz",
-    )  # fmt: skip
-    reason = pc.if_else(pa.array(capped), _text(reason, cap_note), reason)
+    builders = [text_of for _, _, text_of in rules] + [busy_text]
+    reason = _scatter(n, [(np.flatnonzero(which == i), f) for i, f in enumerate(builders)])
+
+    def capped_text(ix: Ix) -> Strs:
+        cap_note = _text(
+            "; power-capped: ", _num(power[ix], 1), " W of ", _num(limit[ix], 1), " W, SM clock ",
+            _num(clock[ix] / 1e6, 0), " of ", _num(max_clock[ix] / 1e6, 0), " MHz",
+        )  # fmt: skip
+        return _text(reason.take(pa.array(ix)), cap_note)
+
+    if capped.any():
+        rows = np.flatnonzero(capped)
+        others = np.flatnonzero(~capped)
+        reason = _scatter(n, [(rows, capped_text), (others, lambda ix: reason.take(pa.array(ix)))])
     out = frame
     for name, values in (
         ("state", pa.array(state.astype(str), type=pa.string())),
@@ -327,23 +417,16 @@ def useful_work(frame: pa.Table, peaks: Lookup = peak_table.lookup) -> pa.Table:
       as useful (its low tensor use is a separate finding) and memory traffic as not. Null
       without profiling metrics: the duty cycle is never used as useful work.
     """
-    models = (
-        frame.column("gpu_model").to_pylist()
-        if "gpu_model" in frame.column_names
-        else [None] * frame.num_rows
-    )
+    code, models = _model_codes(frame)
     clock = floats(frame, "sm_clock_hz")
     clock_max = floats(frame, "sm_clock_max_hz")
-    peak = np.full(frame.num_rows, np.nan)
-    boost = np.full(frame.num_rows, np.nan)
-    cache: dict[object, tuple[float, float]] = {}
-    for r, model in enumerate(models):
-        if model not in cache:
-            spec = peaks(model) if isinstance(model, str) else None
-            head = peak_table.tensor_peak(spec) if spec is not None else None
-            b = spec.boost_clock_mhz if spec is not None and spec.boost_clock_mhz else None
-            cache[model] = (head[1] if head else np.nan, b * 1e6 if b else np.nan)
-        peak[r], boost[r] = cache[model]
+    per_model = np.empty((len(models), 2))
+    for m, model in enumerate(models):
+        spec = peaks(model) if isinstance(model, str) else None
+        head = peak_table.tensor_peak(spec) if spec is not None else None
+        b = spec.boost_clock_mhz if spec is not None and spec.boost_clock_mhz else None
+        per_model[m] = (head[1] if head else np.nan, b * 1e6 if b else np.nan)
+    peak, boost = per_model[code, 0], per_model[code, 1]
     factor = np.where(np.isnan(boost), clock / clock_max, clock / boost)
     tensor = floats(frame, "tensor_active")
     achieved = tensor * peak * factor

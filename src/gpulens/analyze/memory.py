@@ -24,15 +24,19 @@ numbers it was decided on.
 
 from __future__ import annotations
 
-import itertools
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpulens.analyze._arrays import (
     Floats,
+    Ints,
+    codes,
     floats,
     group_ids,
     ints,
@@ -89,7 +93,7 @@ def _nanmax(x: Floats) -> float:
 
 def memory_peaks(frame: pa.Table) -> pa.Table:
     """Per (job_id, host, gpu_uuid): peak memory and headroom (rows without a job: per GPU)."""
-    ids, n = group_ids(frame, ("job_id", "host", "gpu_uuid"))
+    ids, n = _group_ids(frame, ("job_id", "host", "gpu_uuid"))
     if n == 0:
         return _PEAK_SCHEMA.empty_table()
     start, step = ints(frame, "start_ns"), floats(frame, "step_s")
@@ -150,18 +154,42 @@ def job_memory_peaks(peaks: pa.Table) -> pa.Table:
     )
 
 
+def _median(x: Floats) -> float:
+    """`np.median` of a 1-D array (NaN when it holds a NaN), without its per-call overhead:
+    the same middle value(s), averaged the same way."""
+    n = x.size
+    if n == 0:
+        return float("nan")
+    if n < 512:
+        v = np.sort(x)
+        if v[-1] != v[-1]:  # NaN sorts last
+            return float("nan")
+    else:
+        if np.isnan(x).any():
+            return float("nan")
+        v = np.partition(x, ((n - 1) // 2, n // 2))
+    half = n // 2
+    return float(v[half]) if n % 2 else float((v[half - 1] + v[half]) / 2)
+
+
+@functools.lru_cache(maxsize=64)
+def _pairs(n: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    i, j = np.triu_indices(n, k=1)
+    return i, j
+
+
 def theil_sen(t: Floats, y: Floats, max_points: int = 256) -> tuple[float, float]:
     """(slope, intercept) of the Theil-Sen line, over at most `max_points` evenly spaced points."""
     if t.size > max_points:
         pick = np.linspace(0, t.size - 1, max_points).round().astype(np.int64)
         t, y = t[pick], y[pick]
-    i, j = np.triu_indices(t.size, k=1)
+    i, j = _pairs(t.size)
     dt = t[j] - t[i]
     ok = dt > 0
     if not ok.any():
         return float("nan"), float("nan")
-    slope = float(np.median((y[j] - y[i])[ok] / dt[ok]))
-    return slope, float(np.median(y - slope * t))
+    slope = _median((y[j] - y[i])[ok] / dt[ok])
+    return slope, _median(y - slope * t)
 
 
 def r_squared(t: Floats, y: Floats, slope: float, intercept: float) -> float:
@@ -199,14 +227,63 @@ _LEAK_SCHEMA = pa.schema(
 )
 
 
-def _runs(
-    start: np.ndarray, step: Floats, pid: list[str | None], idx: np.ndarray
-) -> list[np.ndarray]:
-    """Split time-ordered rows `idx` where rows are missing (gap > 1.5 steps) or the PID changes."""
+def _labels(frame: pa.Table, name: str) -> _Labels:
+    """Column `name` as strings, read per row on demand (what `strings` gives, without a
+    Python string per row)."""
+    return _Labels(frame, name)
+
+
+class _Labels:
+    def __init__(self, frame: pa.Table, name: str) -> None:
+        if name not in frame.column_names or frame.num_rows == 0:
+            self._codes = np.zeros(frame.num_rows, dtype=np.int64)
+            self._values: list[str | None] = [None]
+            return
+        col = frame.column(name)
+        if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
+            col = pc.cast(col, pa.string())
+        encoded = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
+        self._codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        self._values = encoded.dictionary.to_pylist() or [None]
+
+    def __getitem__(self, row: int) -> str | None:
+        return self._values[int(self._codes[row])]
+
+
+def _group_ids(frame: pa.Table, keys: tuple[str, ...]) -> tuple[Ints, int]:
+    """`_arrays.group_ids` (the same ids: groups numbered in the order of their key codes),
+    with the codes folded into one integer instead of a row-wise unique."""
+    if frame.num_rows == 0 or not keys:
+        return group_ids(frame, keys)
+    parts = [codes(frame, k) for k in keys]
+    combined = np.zeros(frame.num_rows, dtype=np.int64)
+    span = 1
+    for part in parts:
+        size = int(part.max()) + 1
+        span *= size
+        if span >= 2**62:  # would overflow: the row-wise unique
+            return group_ids(frame, keys)
+        combined = combined * size + part
+    _, inverse = np.unique(combined, return_inverse=True)
+    ids = np.asarray(inverse, dtype=np.int64).reshape(-1)
+    return ids, int(ids.max()) + 1
+
+
+def _null_codes(frame: pa.Table, name: str) -> Ints:
+    """Codes of a label column where equal values share a code and null has its own."""
+    if name not in frame.column_names:
+        return np.zeros(frame.num_rows, dtype=np.int64)
+    valid = np.asarray(pc.is_valid(frame.column(name)).to_numpy(zero_copy_only=False))
+    return np.where(valid, codes(frame, name), -1)
+
+
+def _runs(start: np.ndarray, step0: Floats, pid: Ints, idx: np.ndarray) -> list[np.ndarray]:
+    """Split time-ordered rows `idx` where rows are missing (gap > 1.5 steps) or the PID changes
+    (`step0`: steps with NaN as 0; `pid`: PID codes, null its own code)."""
     if idx.size == 0:
         return []
-    gap = np.diff(start[idx]) > 1.5 * np.nan_to_num(step[idx[:-1]], nan=0.0) * 1e9
-    new_pid = np.array([pid[a] != pid[b] for a, b in itertools.pairwise(idx)], dtype=bool)
+    gap = np.diff(start[idx]) > 1.5 * step0[idx[:-1]] * 1e9
+    new_pid = pid[idx[1:]] != pid[idx[:-1]]
     cuts = np.flatnonzero(gap | new_pid) + 1
     return [r for r in np.split(idx, cuts) if r.size]
 
@@ -216,23 +293,24 @@ def detect_leaks(frame: pa.Table, settings: MemorySettings | None = None) -> pa.
     s = settings or MemorySettings()
     if "job_id" not in frame.column_names or frame.num_rows == 0:
         return _LEAK_SCHEMA.empty_table()
-    start, step = ints(frame, "start_ns"), floats(frame, "step_s")
+    start, step = ints(frame, "start_ns"), np.nan_to_num(floats(frame, "step_s"))
     used, total = floats(frame, "memory_used_bytes"), floats(frame, "memory_total_bytes")
     low = np.fmin(
         np.fmin(floats(frame, "memory_used_first"), floats(frame, "memory_used_last")), used
     )
-    steady = not_warmup(frame)
+    low = np.nan_to_num(low, nan=np.inf)
+    steady = not_warmup(frame) & ~np.isnan(used)
     has_state = "state" in frame.column_names
-    job, host, uuid = strings(frame, "job_id"), strings(frame, "host"), strings(frame, "gpu_uuid")
-    model, pid = strings(frame, "gpu_model"), strings(frame, "pid")
-    ids, n = group_ids(frame, ("job_id", "host", "gpu_uuid"))
+    job, host, uuid = _labels(frame, "job_id"), _labels(frame, "host"), _labels(frame, "gpu_uuid")
+    model, pid = _labels(frame, "gpu_model"), _null_codes(frame, "pid")
+    ids, n = _group_ids(frame, ("job_id", "host", "gpu_uuid"))
     order = np.argsort(start, kind="stable").astype(np.int64)
     rows = []
     for idx in rows_by_group(ids, n, order):
         if job[int(idx[0])] is None:
             continue
         for run_no, run in enumerate(_runs(start, step, pid, idx)):
-            keep = steady[run] & ~np.isnan(used[run])
+            keep = steady[run]
             if not has_state:
                 keep &= start[run] >= start[run[0]] + s.warmup_s * 1e9
             w = run[keep]
@@ -256,20 +334,21 @@ def _fit(
     total: Floats,
     s: MemorySettings,
 ) -> dict[str, object]:
+    """The fit of one window `w` (`step`: NaN as 0; `low`: NaN as +inf)."""
     t0 = int(start[w[0]])
-    end = int(start[w[-1]] + np.nan_to_num(step[w[-1]]) * 1e9)
-    t = (start[w] - t0) / 1e9 + np.nan_to_num(step[w]) / 2
+    end = int(start[w[-1]] + step[w[-1]] * 1e9)
+    t = (start[w] - t0) / 1e9 + step[w] / 2
     y = used[w]
     slope, intercept = theil_sen(t, y, s.leak_max_points)
     r2 = r_squared(t, y, slope, intercept)
     duration = (end - t0) / 1e9
-    floor = np.minimum.accumulate(np.nan_to_num(low[w], nan=np.inf)[::-1])[::-1]
+    floor = np.minimum.accumulate(low[w][::-1])[::-1]
     # First versus third quarter: the suffix minimum of the last stretch is the data itself
     # (nobody knows yet whether it will drop), so the last quarter would flatter a sawtooth.
     q = max(1, w.size // 4)
     q1, q3 = slice(0, q), slice(2 * q, 3 * q) if w.size >= 4 else slice(-1, None)
-    expected = slope * float(np.median(t[q3]) - np.median(t[q1]))
-    floor_growth = float(np.median(floor[q3]) - np.median(floor[q1]))
+    expected = slope * float(_median(t[q3]) - _median(t[q1]))
+    floor_growth = float(_median(floor[q3]) - _median(floor[q1]))
     floor_ratio = floor_growth / expected if expected > 0 else 0.0
     growth = slope * duration
     tot = _nanmax(total[w])
@@ -337,15 +416,16 @@ def overprovisioned(frame: pa.Table, settings: MemorySettings | None = None) -> 
     s = settings or MemorySettings()
     if "job_id" not in frame.column_names or frame.num_rows == 0:
         return _OVER_SCHEMA.empty_table()
-    keep = not_warmup(frame) & np.array([j is not None for j in strings(frame, "job_id")])
+    has_job = pc.is_valid(frame.column("job_id")).to_numpy(zero_copy_only=False)
+    keep = not_warmup(frame) & np.asarray(has_job, dtype=bool)
     f = frame.filter(pa.array(keep))
     start, step = ints(f, "start_ns"), floats(f, "step_s")
     duty, sm = floats(f, "duty"), floats(f, "sm_active")
     proc, used = floats(f, "process_memory_bytes"), floats(f, "memory_used_bytes")
     mem = np.where(np.isnan(proc), used, proc)
     total = floats(f, "memory_total_bytes")
-    job, host, uuid, model = (strings(f, c) for c in ("job_id", "host", "gpu_uuid", "gpu_model"))
-    ids, n = group_ids(f, ("job_id",))
+    job, host, uuid, model = (_labels(f, c) for c in ("job_id", "host", "gpu_uuid", "gpu_model"))
+    ids, n = _group_ids(f, ("job_id",))
     rows = []
     for idx in rows_by_group(ids, n):
         weights = np.nan_to_num(step[idx])

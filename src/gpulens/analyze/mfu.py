@@ -75,8 +75,11 @@ def job_mfu(frame: pa.Table, peak_of: PeakOf = _tensor_peak) -> pa.Table:
     per_job: dict[str, list[float]] = defaultdict(list)
     gpus_of: dict[str, int] = {}
     peak_for: dict[str, float] = {}
+    peaks: dict[str | None, float | None] = {}  # one datasheet lookup per GPU model
     for (job, _), b in buckets.items():
-        peak = peak_of(b.model)
+        if b.model not in peaks:
+            peaks[b.model] = peak_of(b.model)
+        peak = peaks[b.model]
         if peak is None or b.tokens is None or not b.params or not b.gpus:
             continue
         per_job[job].append(mfu(b.tokens, b.params, len(b.gpus), peak))

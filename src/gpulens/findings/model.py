@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -55,9 +55,32 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the stable schema of `gpulens report --format json`)."""
-        out = asdict(self)
-        out["severity"] = self.severity.value
-        out["subject"] = dict(self.subject)
-        out["window"] = {"start_ns": self.window[0], "end_ns": self.window[1]}
-        out["evidence"] = [asdict(e) for e in self.evidence]
-        return out
+        # spelled out rather than `dataclasses.asdict` (a deep copy): same keys, same order,
+        # several times faster for reports with thousands of findings
+        i = self.impact
+        return {
+            "rule_id": self.rule_id,
+            "severity": self.severity.value,
+            "subject": dict(self.subject),
+            "window": {"start_ns": self.window[0], "end_ns": self.window[1]},
+            "summary": self.summary,
+            "evidence": [
+                {
+                    "metric": e.metric,
+                    "value": e.value,
+                    "threshold": e.threshold,
+                    "comparison": e.comparison,
+                    "note": e.note,
+                }
+                for e in self.evidence
+            ],
+            "impact": {
+                "wasted_gpu_hours": i.wasted_gpu_hours,
+                "cost": i.cost,
+                "currency": i.currency,
+                "energy_kwh": i.energy_kwh,
+                "co2e_kg": i.co2e_kg,
+            },
+            "recommendation": self.recommendation,
+            "docs": self.docs,
+        }

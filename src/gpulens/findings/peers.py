@@ -16,7 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulens.findings.context import Context
-from gpulens.findings.runs import Run, floats, in_states, qualifying, starts, strings
+from gpulens.findings.runs import (
+    Run,
+    floats,
+    in_states,
+    label_codes,
+    qualifying,
+    starts,
+    strings,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,38 +42,43 @@ class Straggler:
 def _find(ctx: Context) -> list[Straggler]:
     t = ctx.thresholds
     waiting = in_states(ctx, "comm_bound")
-    job, uuid = strings(ctx, "job_id"), strings(ctx, "gpu_uuid")
+    job = strings(ctx, "job_id")
+    uuid_code, uuid_names = label_codes(ctx, "gpu_uuid")
+    code_of = {name: c for c, name in enumerate(uuid_names)}
     start = starts(ctx)
     sm_raw = floats(ctx, "sm_active")
     sm = np.where(np.isnan(sm_raw), floats(ctx, "graphics_active"), sm_raw)
-    by_job: dict[str, list[int]] = {}
-    for i, j in enumerate(job):
-        if j is not None:
-            by_job.setdefault(j, []).append(i)
+    job_code, job_names = label_codes(ctx, "job_id")
+    by_code = np.argsort(job_code, kind="stable")  # rows ascending within a job
+    cuts = np.searchsorted(job_code[by_code], np.arange(len(job_names) + 1))
     out: list[Straggler] = []
     for run in qualifying(ctx, "straggler", waiting):
         name = job[int(run.rows[0])]
         if name is None:
             continue
-        rows = np.asarray(by_job[name], dtype=np.int64)
+        code = int(job_code[int(run.rows[0])])
+        rows = by_code[cuts[code] : cuts[code + 1]]
         rows = rows[(start[rows] >= run.start_ns) & (start[rows] < run.end_ns)]
-        if len({uuid[int(i)] for i in rows}) < 2:
+        if np.unique(uuid_code[rows]).size < 2:
             continue
-        busiest: Counter[str] = Counter()
         buckets = np.unique(start[run.rows])
-        for b in buckets:
-            here = rows[start[rows] == b]
-            here = here[~np.isnan(sm[here])]
-            if here.size:
-                busiest[uuid[int(here[np.argmax(sm[here])])] or ""] += 1
+        # per bucket, the busiest row (the first in row order among equals)
+        here = rows[np.isin(start[rows], buckets) & ~np.isnan(sm[rows])]
+        order = np.lexsort((here, -sm[here], start[here]))
+        ranked = here[order]
+        firsts = np.flatnonzero(np.r_[True, np.diff(start[ranked]) != 0])
+        busiest: Counter[str] = Counter(
+            uuid_names[int(uuid_code[int(i)])] or "" for i in ranked[firsts]
+        )
         if not busiest:
             continue
         gpu, count = busiest.most_common(1)[0]
         share = count / buckets.size
-        slow = rows[np.array([uuid[int(i)] == gpu for i in rows], dtype=bool)]
+        gpu_code = code_of.get(gpu, -1)
+        slow = rows[uuid_code[rows] == gpu_code]
         if share < t.straggler_min_share or waiting[slow].mean() >= 0.5:
             continue
-        peers = run.rows[np.array([uuid[int(i)] != gpu for i in run.rows], dtype=bool)]
+        peers = run.rows[uuid_code[run.rows] != gpu_code]
         out.append(Straggler(name, run, slow, peers, gpu, share))
     return out
 

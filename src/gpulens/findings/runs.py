@@ -65,6 +65,31 @@ def strings(ctx: Context, name: str) -> list[str | None]:
     return ctx.cached(f"strings:{name}", read)
 
 
+def label_codes(ctx: Context, name: str) -> tuple[np.ndarray, list[str | None]]:
+    """(code per row, value per code) of frame column `name` as strings: equal values share a
+    code, null (or an absent column) has its own, whose value is None; cached."""
+
+    def read() -> tuple[np.ndarray, list[str | None]]:
+        if name not in ctx.frame.column_names:
+            return np.zeros(ctx.frame.num_rows, dtype=np.int64), [None]
+        col = ctx.frame.column(name)
+        if not pa.types.is_string(col.type):
+            col = pc.cast(col, pa.string())
+        encoded = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
+        values: list[str | None] = encoded.dictionary.to_pylist()
+        if not values:
+            return np.zeros(ctx.frame.num_rows, dtype=np.int64), [None]
+        idx = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        return idx, values
+
+    return ctx.cached(f"codes:{name}", read)
+
+
+def _step0(ctx: Context) -> np.ndarray:
+    """Interval lengths in seconds with NaN as 0; cached."""
+    return ctx.cached("step0", lambda: np.nan_to_num(floats(ctx, "step_s")))
+
+
 def starts(ctx: Context) -> np.ndarray:
     """Interval starts (int64 ns)."""
 
@@ -77,14 +102,15 @@ def starts(ctx: Context) -> np.ndarray:
 
 def ends(ctx: Context) -> np.ndarray:
     """Interval ends (int64 ns)."""
-    step = np.nan_to_num(floats(ctx, "step_s"))
-    return ctx.cached("ends", lambda: starts(ctx) + np.round(step * 1e9).astype(np.int64))
+    return ctx.cached("ends", lambda: starts(ctx) + np.round(_step0(ctx) * 1e9).astype(np.int64))
 
 
 def in_states(ctx: Context, *states: str) -> np.ndarray:
     """True for rows whose state is one of `states`."""
+    code, values = label_codes(ctx, "state")
     want = set(states)
-    return np.array([s in want for s in strings(ctx, "state")], dtype=bool)
+    hit = np.array([v in want for v in values], dtype=bool)
+    return np.asarray(hit[code], dtype=bool)
 
 
 def owners(ctx: Context) -> list[str]:
@@ -115,33 +141,77 @@ class Run:
         return (self.end_ns - self.start_ns) / 1e9
 
 
-def runs(ctx: Context, mask: np.ndarray, owner: Sequence[str] | None = None) -> list[Run]:
-    """Maximal stretches of consecutive intervals per owner where `mask` holds."""
+def combined_codes(ctx: Context, *names: str) -> np.ndarray:
+    """Per row, an integer standing for its values of the label columns `names` together
+    (equal combinations, equal codes; null is a value of its own); cached."""
+
+    def build() -> np.ndarray:
+        out = np.zeros(ctx.frame.num_rows, dtype=np.int64)
+        for name in names:
+            code, values = label_codes(ctx, name)
+            out = out * len(values) + code
+        _, inverse = np.unique(out, return_inverse=True)
+        return np.asarray(inverse, dtype=np.int64).reshape(-1)
+
+    return ctx.cached("combined:" + "|".join(names), build)
+
+
+def owner_codes(ctx: Context) -> np.ndarray:
+    """`owners` as integers: the job's code where there is a job, else one past every job
+    code plus the GPU entity's code; cached."""
+
+    def build() -> np.ndarray:
+        job, jobs = label_codes(ctx, "job_id")
+        gpu = combined_codes(ctx, "host", "gpu_uuid", "mig_instance")
+        has_job = np.array([v is not None for v in jobs], dtype=bool)[job]
+        return np.where(has_job, job, len(jobs) + gpu)
+
+    return ctx.cached("owner_codes", build)
+
+
+def _encode(values: Sequence[str]) -> np.ndarray:
+    seen: dict[str, int] = {}
+    return np.fromiter(
+        (seen.setdefault(v, len(seen)) for v in values), dtype=np.int64, count=len(values)
+    )
+
+
+def runs(
+    ctx: Context, mask: np.ndarray, owner: Sequence[str] | np.ndarray | None = None
+) -> list[Run]:
+    """Maximal stretches of consecutive intervals per owner where `mask` holds (`owner`: per
+    row, a name or an integer code; default `owner_codes`)."""
     if not mask.any():
         return []
-    own = list(owner) if owner is not None else owners(ctx)
+    if owner is None:
+        own = owner_codes(ctx)
+    elif isinstance(owner, np.ndarray) and owner.dtype.kind in "iu":
+        own = owner.astype(np.int64, copy=False)
+    else:
+        own = _encode([str(o) for o in owner])
     start, end = starts(ctx), ends(ctx)
     steady = ~in_states(ctx, "warmup")
-    groups: dict[str, list[int]] = {}
-    for i in np.flatnonzero(mask | steady):
-        groups.setdefault(own[i], []).append(int(i))
+    picked = np.flatnonzero(mask | steady)
+    by_owner = picked[np.argsort(own[picked], kind="stable")]  # rows ascending within an owner
+    bounds = np.flatnonzero(np.diff(own[by_owner])) + 1
     out: list[Run] = []
-    for idx_list in groups.values():
-        idx = np.asarray(idx_list, dtype=np.int64)
+    for idx in np.split(by_owner, bounds):
         hit = idx[mask[idx]]
         if hit.size == 0:
             continue
         base = idx[steady[idx]]
         first = int(start[base].min()) if base.size else int(start[hit].min())
         last = int(end[base].max()) if base.size else int(end[hit].max())
-        buckets = np.unique(start[hit])
-        bucket_end = np.array([end[hit][start[hit] == b].max() for b in buckets])
+        hit_start = start[hit]
+        order = np.argsort(hit_start, kind="stable")
+        buckets, first_of = np.unique(hit_start[order], return_index=True)
+        bucket_end = np.maximum.reduceat(end[hit][order], first_of)
         # a gap: the next interval starts more than half an interval after this one ends
         gap = buckets[1:] > bucket_end[:-1] + (bucket_end[:-1] - buckets[:-1]) // 2
         cuts = np.flatnonzero(gap) + 1
         for part in np.split(np.arange(buckets.size), cuts):
             a, b = int(buckets[part[0]]), int(bucket_end[part[-1]])
-            rows = hit[(start[hit] >= a) & (start[hit] < b)]
+            rows = hit[(hit_start >= a) & (hit_start < b)]
             out.append(Run(np.sort(rows), a, b, a <= first and b >= last))
     return sorted(out, key=lambda r: (r.start_ns, int(r.rows[0])))
 
@@ -157,7 +227,7 @@ def qualifying(
 
 def mean(ctx: Context, name: str, rows: np.ndarray) -> float:
     """Step-weighted mean of column `name` over `rows` (NaN when none is known)."""
-    x, w = floats(ctx, name)[rows], np.nan_to_num(floats(ctx, "step_s")[rows])
+    x, w = floats(ctx, name)[rows], _step0(ctx)[rows]
     ok = ~np.isnan(x) & (w > 0)
     return float((x[ok] * w[ok]).sum() / w[ok].sum()) if ok.any() else float("nan")
 
@@ -176,10 +246,11 @@ def headroom_bytes(ctx: Context, rows: np.ndarray) -> float:
 
 def subject(ctx: Context, rows: Iterable[int], **extra: str) -> dict[str, str]:
     """The labels the rows share (several values are joined with ","), only those present."""
-    rows = list(rows)
+    picked = np.fromiter(rows, dtype=np.int64)
     out: dict[str, str] = {}
     for name in SUBJECT_LABELS:
-        values = sorted({v for i in rows if (v := strings(ctx, name)[i]) is not None})
+        code, names = label_codes(ctx, name)
+        values = sorted({v for c in set(code[picked].tolist()) if (v := names[c]) is not None})
         if values:
             out[name] = ",".join(values)
     out.update(extra)

@@ -123,9 +123,9 @@ def analyse(
     """Build the report of the store over [start_ns, end_ns) for the given label scope."""
     filters = {k: v for k, v in (scope or {}).items() if v}
     if step_s is None:
-        bounds = store.query("SELECT min(epoch_ns(ts)) AS a, max(epoch_ns(ts)) AS b FROM gpu")
-        lo = start_ns if start_ns is not None else bounds["a"][0].as_py()
-        hi = end_ns if end_ns is not None else bounds["b"][0].as_py()
+        first, last = (None, None) if None not in (start_ns, end_ns) else store.time_bounds()
+        lo = start_ns if start_ns is not None else first
+        hi = end_ns if end_ns is not None else last
         span = ((hi or 0) - (lo or 0)) / NS if lo is not None and hi is not None else 0.0
         step_s = auto_step(span)
     frame = gpu_intervals(store, step_s=step_s, start_ns=start_ns, end_ns=end_ns, where=filters)
@@ -191,7 +191,9 @@ def analyse(
         view.idle_holding_share = fleet.idle_holding_share(
             _floats(annotated, "duty"), _floats(annotated, "memory_used_bytes")
         ).share
-    tiers = set(annotated["tier"].to_pylist()) if "tier" in annotated.column_names else set()
+    tiers = (
+        set(pc.unique(annotated["tier"]).to_pylist()) if "tier" in annotated.column_names else set()
+    )
     if tiers and tiers != {"profiling"}:
         view.notes.append(
             "some GPUs report duty cycle only (no SM or tensor activity): their useful work is "

@@ -6,9 +6,12 @@
 A cache file holds, for one UTC day, the partial aggregates `gpu_intervals` needs to rebuild
 the interval frame at any step that is a multiple of 60 s *exactly*: sums and counts instead
 of means, min/max, first/last, the energy counter's min and max, per-process memory peaks and
-the host and application context, each per 60 s bucket (`fb` = epoch_ns // 60 s). The SQL that
-writes and reads them is in `frames.py`; this module knows where the files are, writes them
-atomically, and decides whether one may be trusted.
+the host and application context, each per 60 s bucket (`fb` = epoch_ns // 60 s), and the same
+partial aggregates summed into 900 s and 3600 s buckets (column `lvl` = the bucket length, `fb`
+counted in buckets of that length; format version 2), so that long reports read 15 or 60 times
+fewer rows. Rows are sorted by part and level and written in small row groups, so a query
+reads only its level's. The SQL that writes and reads them is in `frames.py`; this module knows
+where the files are, writes them atomically, and decides whether one may be trusted.
 
 Freshness: the footer records (key `gpulens.frame_inputs`) a digest of the day's *live* input
 files (gpu, process, host and app tables: kind, name, size and mtime of each). A cache file is
@@ -49,7 +52,7 @@ INPUTS_KEY = b"gpulens.frame_inputs"
 VERSION_KEY = b"gpulens.frame_version"
 DAY_KEY = b"gpulens.frame_day"
 #: bumped whenever the cached columns change meaning; other versions are stale
-FORMAT_VERSION = b"1"
+FORMAT_VERSION = b"2"  # 2: coarser levels (`lvl` column) next to the 60 s partial sums
 #: the raw tables an interval frame is built from
 INPUT_KINDS: tuple[Kind, ...] = (Kind.GPU, Kind.PROCESS, Kind.HOST, Kind.APP)
 
@@ -147,7 +150,9 @@ def fresh_file(
     return found
 
 
-def write_frame(data_dir: Path, day: str, table: pa.Table, digest: str) -> Path:
+def write_frame(
+    data_dir: Path, day: str, table: pa.Table, digest: str, *, row_group_size: int | None = None
+) -> Path:
     """Write `table` as the cache of `day` (temporary name + rename), then drop older files."""
     part = day_dir(data_dir, day)
     ensure_dir(part)
@@ -160,7 +165,10 @@ def write_frame(data_dir: Path, day: str, table: pa.Table, digest: str) -> Path:
     table = table.replace_schema_metadata(meta)
     final = part / f"{FRAME_PREFIX}{uuid.uuid4().hex[:8]}{SUFFIX}"
     try:
-        write_atomic(final, table, {"compression": "zstd", "write_statistics": True})
+        options: dict[str, object] = {"compression": "zstd", "write_statistics": True}
+        if row_group_size is not None:
+            options["row_group_size"] = row_group_size
+        write_atomic(final, table, options)
     except (OSError, pa.ArrowException) as exc:
         raise StoreError(
             f"cannot write the frames cache file {str(final)!r}: {exc}; check free space and "

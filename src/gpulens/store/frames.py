@@ -186,7 +186,8 @@ def _energy_sql() -> str:
 def _process_sql(filters: str) -> tuple[str, str]:
     """(p0, pa): per (GPU, bucket, pid) the peak memory; per (GPU, bucket) the top process."""
     labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
-    top = ", ".join(f"arg_max({c}, sort_key) AS {c}" for c in _ATTR_LABELS)
+    fields = ", ".join(f"{c} := {c}" for c in _ATTR_LABELS)
+    top = ", ".join(f"top.{c} AS {c}" for c in _ATTR_LABELS)
     p0 = f"""
     SELECT gpu_uuid, epoch_ns(ts) // $step_ns AS b, pid, {labels},
       max(process_memory_used_bytes) AS mem
@@ -194,9 +195,13 @@ def _process_sql(filters: str) -> tuple[str, str]:
     WHERE gpu_uuid IS NOT NULL AND process_memory_used_bytes IS NOT NULL AND {filters}
     GROUP BY gpu_uuid, b, pid"""
     pa_ = f"""
-    SELECT gpu_uuid, b, {top}, count(*) AS processes, sum(mem) AS process_memory_bytes
-    FROM (SELECT *, (mem, -coalesce(TRY_CAST(pid AS BIGINT), 0)) AS sort_key FROM p0)
-    GROUP BY gpu_uuid, b"""
+    SELECT gpu_uuid, b, {top}, processes, process_memory_bytes
+    FROM (
+      SELECT gpu_uuid, b, arg_max(struct_pack({fields}), sort_key) AS top,
+        count(*) AS processes, sum(mem) AS process_memory_bytes
+      FROM (SELECT *, (mem, -coalesce(TRY_CAST(pid AS BIGINT), 0)) AS sort_key FROM p0)
+      GROUP BY gpu_uuid, b
+    )"""
     return p0, pa_
 
 
@@ -346,6 +351,14 @@ def gpu_intervals(
 # -- the frames cache (frame_cache.py has the files; this is the SQL) -------------------------
 
 _FINE_NS = CACHE_STEP_S * 1_000_000_000
+#: the bucket lengths (seconds) each cache file holds partial aggregates at, coarsest first: the
+#: 60 s buckets, and coarser ones re-aggregated from them so that a long report at 900 s or
+#: 3600 s steps reads 15 or 60 times fewer rows (the level is the `lvl` column; `fb` counts
+#: buckets of that level since the epoch)
+CACHE_LEVELS_S: tuple[int, ...] = (3600, 900, CACHE_STEP_S)
+#: rows per Parquet row group of a cache file: small enough that a level's rows are read
+#: without the other levels' (row groups are skipped by their `part` / `lvl` statistics)
+CACHE_ROW_GROUP = 32_768
 # partial aggregates kept per 60 s bucket: (name, expression over a gpu row) summed and counted
 _THROTTLE: tuple[tuple[str, str], ...] = (
     (
@@ -385,7 +398,7 @@ _HOST: tuple[tuple[str, str], ...] = (
 
 
 def _fine_sql() -> str:
-    """One day's partial aggregates per 60 s bucket `fb`, tagged by `part`."""
+    """One day's partial aggregates per 60 s bucket `fb`, tagged by `part` (no order)."""
     fb = f"epoch_ns(ts) // {_FINE_NS} AS fb"
     span = (
         "ts >= make_timestamp_ns($start_ns) AND ts < make_timestamp_ns($end_ns) "
@@ -433,20 +446,82 @@ UNION ALL BY NAME
   GROUP BY host, fb
 UNION ALL BY NAME{app(True)}
 UNION ALL BY NAME{app(False)}
-ORDER BY part, host, gpu_uuid, mig_instance, job_id, fb
 """
 
 
-def _ratio(name: str) -> str:
-    return f"sum(s_{name}) / nullif(sum(n_{name}), 0)"
+def _coarse_sql(level_s: int) -> str:
+    """The partial aggregates of CTE `fine` (60 s) summed into buckets of `level_s` seconds:
+    the same columns, so they re-aggregate the same way."""
+    k = level_s // CACHE_STEP_S
+    fb = f"fb // {k}"
+    head = f"{level_s}::BIGINT AS lvl, {fb} AS fb"
+    sums = ",\n    ".join(f"sum(s_{c}) AS s_{c}, sum(n_{c})::BIGINT AS n_{c}" for c, _ in _SUMMED)
+    extremes = ",\n    ".join(f"{agg}({c}) AS {c}" for c, agg, _ in _EXTREMES)
+    labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
+    host = ", ".join(f"sum(s_{c}) AS s_{c}, sum(n_{c})::BIGINT AS n_{c}" for c, _ in _HOST)
+
+    def app(by_gpu: bool) -> str:
+        aggs = ", ".join(
+            f"max(x_{c}) AS x_{c}"
+            if agg == "max"
+            else f"sum(s_{c}) AS s_{c}, sum(n_{c})::BIGINT AS n_{c}"
+            for c, _, agg in _APP
+        )
+        keys = "job_id, gpu_uuid" if by_gpu else "job_id"
+        part = "app_gpu" if by_gpu else "app_job"
+        return f"""
+  SELECT '{part}' AS part, {head}, {keys}, {aggs}
+  FROM fine WHERE part = '{part}'
+  GROUP BY {keys}, {fb}"""
+
+    return f"""
+  SELECT 'gpu' AS part, {head}, host, gpu_uuid, mig_instance,
+    any_value(gpu_index) AS gpu_index, any_value(gpu_model) AS gpu_model,
+    any_value(parent_uuid) AS parent_uuid, sum(samples)::BIGINT AS samples,
+    {sums},
+    {extremes},
+    arg_min(memory_used_first, fb) FILTER (WHERE memory_used_first IS NOT NULL)
+      AS memory_used_first,
+    arg_max(memory_used_last, fb) FILTER (WHERE memory_used_last IS NOT NULL)
+      AS memory_used_last
+  FROM fine WHERE part = 'gpu'
+  GROUP BY host, gpu_uuid, mig_instance, {fb}
+UNION ALL BY NAME
+  SELECT 'process' AS part, {head}, gpu_uuid, pid, {labels}, max(mem) AS mem
+  FROM fine WHERE part = 'process'
+  GROUP BY gpu_uuid, {fb}, pid
+UNION ALL BY NAME
+  SELECT 'host' AS part, {head}, host, {host}
+  FROM fine WHERE part = 'host'
+  GROUP BY host, {fb}
+UNION ALL BY NAME{app(True)}
+UNION ALL BY NAME{app(False)}"""
+
+
+def _day_sql() -> str:
+    """One day's cache table: the 60 s partial aggregates and every coarser level, ordered by
+    part and level so that each level's rows sit in their own row groups."""
+    coarse = "".join(
+        f"\nUNION ALL BY NAME{_coarse_sql(level)}"
+        for level in CACHE_LEVELS_S
+        if level != CACHE_STEP_S
+    )
+    return f"""
+WITH fine AS MATERIALIZED ({_fine_sql()}
+)
+SELECT {CACHE_STEP_S}::BIGINT AS lvl, * FROM fine{coarse}
+ORDER BY part, lvl, host, gpu_uuid, mig_instance, job_id, fb
+"""
 
 
 @dataclass(frozen=True, slots=True)
 class _CachePlan:
     """Which buckets come from which cache files: `ranges` are [lo, hi) in ns, multiples of
-    the step, each covered by the fresh cache files of `days`."""
+    the step, each covered by the fresh cache files of `days`; `level_s` is the coarsest cache
+    level the step is a multiple of (its rows are the ones read)."""
 
     step_ns: int
+    level_s: int
     ranges: tuple[tuple[int, int], ...]
     days: tuple[str, ...]  # days wholly inside a range (the raw side skips their partitions)
     files: tuple[Path, ...]
@@ -461,59 +536,86 @@ class _CachePlan:
 
     def _scan(self, part: str) -> str:
         listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in self.files)
+        level_ns = self.level_s * 1_000_000_000
         fine = " OR ".join(
-            f"(fb >= {lo // _FINE_NS} AND fb < {hi // _FINE_NS})" for lo, hi in self.ranges
+            f"(fb >= {lo // level_ns} AND fb < {hi // level_ns})" for lo, hi in self.ranges
         )
-        return f"read_parquet([{listing}], union_by_name = true) WHERE part = '{part}' AND ({fine})"
+        return (
+            f"read_parquet([{listing}], union_by_name = true) "
+            f"WHERE part = '{part}' AND lvl = {self.level_s} AND ({fine})"
+        )
+
+    @property
+    def _one_row(self) -> bool:
+        """Each bucket is one cache row (the step is the level): nothing to re-aggregate, the
+        partial sums are divided in place (the same numbers, without a hash aggregation)."""
+        return self.step_ns == self.level_s * 1_000_000_000
 
     @property
     def _b(self) -> str:
-        return f"fb // {self.step_ns // _FINE_NS} AS b"
+        if self._one_row:
+            return "fb AS b"
+        return f"fb // {self.step_ns // (self.level_s * 1_000_000_000)} AS b"
+
+    def _agg(self, fn: str, expr: str) -> str:
+        return expr if self._one_row else f"{fn}({expr})"
+
+    def _ratio(self, name: str) -> str:
+        return f"{self._agg('sum', f's_{name}')} / nullif({self._agg('sum', f'n_{name}')}, 0)"
+
+    def _edge(self, fn: str, name: str) -> str:
+        """The first / last known value of `name` over the bucket's cache rows."""
+        if self._one_row:
+            return name
+        return f"{fn}({name}, fb) FILTER (WHERE {name} IS NOT NULL)"
+
+    def _group(self, keys: str) -> str:
+        return "" if self._one_row else f"\n  GROUP BY {keys}"
 
     def gpu_sql(self, filters: str) -> str:
-        means = ",\n    ".join(f"{_ratio(c)} AS {c}" for c, _ in _MEANS)
-        extremes = ",\n    ".join(f"{agg}({c}) AS {c}" for c, agg, _ in _EXTREMES)
-        throttle = ", ".join(f"{_ratio(c)} AS {c}" for c, _ in _THROTTLE)
+        means = ",\n    ".join(f"{self._ratio(c)} AS {c}" for c, _ in _MEANS)
+        extremes = ",\n    ".join(f"{self._agg(agg, c)} AS {c}" for c, agg, _ in _EXTREMES)
+        throttle = ", ".join(f"{self._ratio(c)} AS {c}" for c, _ in _THROTTLE)
+        nvlink_n = f"{self._agg('sum', 'n_nvlink_rx')} + {self._agg('sum', 'n_nvlink_tx')}"
+        any_ = "any_value"
         return f"""
   SELECT host, gpu_uuid, mig_instance, {self._b},
-    any_value(gpu_index) AS gpu_index, any_value(gpu_model) AS gpu_model,
-    any_value(parent_uuid) AS parent_uuid, sum(samples)::BIGINT AS samples,
+    {self._agg(any_, "gpu_index")} AS gpu_index, {self._agg(any_, "gpu_model")} AS gpu_model,
+    {self._agg(any_, "parent_uuid")} AS parent_uuid,
+    {self._agg("sum", "samples")}::BIGINT AS samples,
     {means},
     {extremes},
-    arg_min(memory_used_first, fb) FILTER (WHERE memory_used_first IS NOT NULL)
-      AS memory_used_first,
-    arg_max(memory_used_last, fb) FILTER (WHERE memory_used_last IS NOT NULL)
-      AS memory_used_last,
-    CASE WHEN sum(n_nvlink_rx) + sum(n_nvlink_tx) > 0
-      THEN coalesce({_ratio("nvlink_rx")}, 0) + coalesce({_ratio("nvlink_tx")}, 0)
+    {self._edge("arg_min", "memory_used_first")} AS memory_used_first,
+    {self._edge("arg_max", "memory_used_last")} AS memory_used_last,
+    CASE WHEN {nvlink_n} > 0
+      THEN coalesce({self._ratio("nvlink_rx")}, 0) + coalesce({self._ratio("nvlink_tx")}, 0)
       END AS nvlink_bps,
     {throttle}
-  FROM {self._scan("gpu")} AND {filters}
-  GROUP BY host, gpu_uuid, mig_instance, b"""
+  FROM {self._scan("gpu")} AND {filters}{self._group("host, gpu_uuid, mig_instance, b")}"""
 
     def process_sql(self) -> str:
-        labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
+        labels = ", ".join(
+            f"{self._agg('any_value', c)} AS {c}" for c in _ATTR_LABELS if c != "pid"
+        )
         return f"""
-  SELECT gpu_uuid, {self._b}, pid, {labels}, max(mem) AS mem
-  FROM {self._scan("process")}
-  GROUP BY gpu_uuid, b, pid"""
+  SELECT gpu_uuid, {self._b}, pid, {labels}, {self._agg("max", "mem")} AS mem
+  FROM {self._scan("process")}{self._group("gpu_uuid, b, pid")}"""
 
     def host_sql(self) -> str:
-        aggs = ", ".join(f"{_ratio(c)} AS {c}" for c, _ in _HOST)
+        aggs = ", ".join(f"{self._ratio(c)} AS {c}" for c, _ in _HOST)
         return f"""
   SELECT host, {self._b}, {aggs}
-  FROM {self._scan("host")}
-  GROUP BY host, b"""
+  FROM {self._scan("host")}{self._group("host, b")}"""
 
     def app_sql(self, *, by_gpu: bool) -> str:
         aggs = ", ".join(
-            f"max(x_{c}) AS {c}" if agg == "max" else f"{_ratio(c)} AS {c}" for c, _, agg in _APP
+            f"{self._agg('max', f'x_{c}')} AS {c}" if agg == "max" else f"{self._ratio(c)} AS {c}"
+            for c, _, agg in _APP
         )
         keys = "job_id, gpu_uuid" if by_gpu else "job_id"
         return f"""
   SELECT {keys}, {self._b}, {aggs}
-  FROM {self._scan("app_gpu" if by_gpu else "app_job")}
-  GROUP BY {keys}, b"""
+  FROM {self._scan("app_gpu" if by_gpu else "app_job")}{self._group(f"{keys}, b")}"""
 
 
 def _plan_cache(
@@ -522,6 +624,7 @@ def _plan_cache(
     """The fresh cache days inside the window, merged into step-aligned ranges; None if none."""
     if step_ns % _FINE_NS:
         return None
+    level_s = next(lv for lv in CACHE_LEVELS_S if step_ns % (lv * 1_000_000_000) == 0)
     candidates = cached_days(store.data_dir)
     if not candidates:
         return None
@@ -555,7 +658,7 @@ def _plan_cache(
         days.extend(d for t, d, _ in run if t >= lo and t + NS_PER_DAY <= hi)
     if not ranges:
         return None
-    return _CachePlan(step_ns, tuple(ranges), tuple(days), tuple(files))
+    return _CachePlan(step_ns, level_s, tuple(ranges), tuple(days), tuple(files))
 
 
 def materialize_day(store_or_data_dir: Store | Path, day: date, step_s: int = CACHE_STEP_S) -> Path:
@@ -575,8 +678,8 @@ def materialize_day(store_or_data_dir: Store | Path, day: date, step_s: int = CA
 def _materialize(store: Store, day: str) -> Path:
     digest = inputs_digest(store.data_dir, day)  # before reading: a later change makes it stale
     lo = day_start_ns(day)
-    table = store.query(_fine_sql(), {"start_ns": lo, "end_ns": lo + NS_PER_DAY, "day": day})
-    return write_frame(store.data_dir, day, table, digest)
+    table = store.query(_day_sql(), {"start_ns": lo, "end_ns": lo + NS_PER_DAY, "day": day})
+    return write_frame(store.data_dir, day, table, digest, row_group_size=CACHE_ROW_GROUP)
 
 
 def materialize_closed_days(data_dir: Path, *, clock: Clock | None = None) -> tuple[int, int]:

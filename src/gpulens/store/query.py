@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError
 from gpulens.model import Kind
@@ -98,6 +99,37 @@ class Store:
             counts[kind.value] = int(result.column("n")[0].as_py())
         return counts
 
+    def time_bounds(self, kind: Kind = Kind.GPU) -> tuple[int | None, int | None]:
+        """(first, last) `ts` in ns over the live files of `kind`; (None, None) when empty.
+
+        Read from the row-group statistics in the Parquet footers (the writer always stores
+        them), so no row is scanned; a file without usable statistics makes it fall back to
+        `SELECT min/max` over the view.
+        """
+        lo: int | None = None
+        hi: int | None = None
+        for path in self._live.live(Kind(kind)):
+            try:
+                bounds = _footer_ts_bounds(path)
+            except FileNotFoundError:
+                bounds = None  # compacted away while we looked: let the query retry it
+            except (OSError, pa.ArrowException):
+                bounds = None  # unreadable footer: the query names the file
+            if bounds is None:
+                return self._sql_time_bounds(kind)
+            if bounds[0] is None or bounds[1] is None:
+                continue  # an empty file
+            lo = bounds[0] if lo is None else min(lo, bounds[0])
+            hi = bounds[1] if hi is None else max(hi, bounds[1])
+        return lo, hi
+
+    def _sql_time_bounds(self, kind: Kind) -> tuple[int | None, int | None]:
+        table = self.query(
+            f"SELECT min(epoch_ns(ts)) AS a, max(epoch_ns(ts)) AS b FROM {Kind(kind).value}"
+        )
+        a, b = table["a"][0].as_py(), table["b"][0].as_py()
+        return (None if a is None else int(a)), (None if b is None else int(b))
+
     def files(self, kind: Kind) -> list[Path]:
         """The live files of `kind` (what a direct reader with pandas or polars should read)."""
         return self._live.live(Kind(kind))
@@ -152,6 +184,38 @@ def _view_sql(kind: Kind, files: tuple[Path, ...]) -> str:
         f"hive_partitioning = true, hive_types = {{'{DATE}': DATE}})"
     )
     return f"{scan} UNION ALL BY NAME {skeleton}"
+
+
+_TS_UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+
+
+def _footer_ts_bounds(path: Path) -> tuple[int | None, int | None] | None:
+    """(min, max) of the file's `ts` in ns from its row-group statistics; (None, None) for a
+    file without rows; None when some row group has no usable statistics."""
+    meta = pq.read_metadata(path)
+    schema = meta.schema
+    column = next((i for i in range(len(schema)) if schema.column(i).path == "ts"), None)
+    if column is None:
+        return None
+    ts_type = schema.to_arrow_schema().field("ts").type
+    if not pa.types.is_timestamp(ts_type):
+        return None
+    scale = _TS_UNIT_NS[ts_type.unit]
+    lo: int | None = None
+    hi: int | None = None
+    for i in range(meta.num_row_groups):
+        group = meta.row_group(i)
+        if group.num_rows == 0:
+            continue
+        stats = group.column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        a, b = stats.min_raw, stats.max_raw
+        if not isinstance(a, int) or not isinstance(b, int):
+            return None
+        lo = a * scale if lo is None else min(lo, a * scale)
+        hi = b * scale if hi is None else max(hi, b * scale)
+    return lo, hi
 
 
 def _ident(name: str) -> str:

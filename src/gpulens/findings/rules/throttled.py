@@ -2,33 +2,64 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from gpulens.analyze import peaks
+from gpulens.analyze.peaks import GpuSpec
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
-from gpulens.findings.runs import finding, floats, hours, impact, in_states, mean, runs, strings
+from gpulens.findings.runs import (
+    combined_codes,
+    finding,
+    floats,
+    hours,
+    impact,
+    in_states,
+    mean,
+    runs,
+    strings,
+)
 
 RULE_ID = "throttled"
 
 
+def _fill_from_spec(
+    ctx: Context, values: np.ndarray, spec_value: Callable[[GpuSpec], float | None]
+) -> np.ndarray:
+    """`values` with NaN rows filled from the datasheet of the row's GPU model (looked up once
+    per model), where the datasheet has a figure."""
+    out = values.copy()
+    missing = np.flatnonzero(np.isnan(out))
+    if missing.size == 0:
+        return out
+    models = strings(ctx, "gpu_model")
+    known: dict[str | None, float | None] = {}
+    for i in missing:
+        model = models[int(i)]
+        if model not in known:
+            spec = peaks.lookup(model)
+            known[model] = spec_value(spec) if spec is not None else None
+        value = known[model]
+        if value is not None:
+            out[i] = value
+    return out
+
+
 def _max_clock(ctx: Context) -> np.ndarray:
     """The frame's maximum SM clock, else the datasheet boost clock the state used."""
-    top = floats(ctx, "sm_clock_max_hz").copy()
-    for i in np.flatnonzero(np.isnan(top)):
-        spec = peaks.lookup(strings(ctx, "gpu_model")[int(i)])
-        if spec is not None and spec.boost_clock_mhz:
-            top[i] = spec.boost_clock_mhz * 1e6
-    return top
+    return _fill_from_spec(
+        ctx,
+        floats(ctx, "sm_clock_max_hz"),
+        lambda spec: spec.boost_clock_mhz * 1e6 if spec.boost_clock_mhz else None,
+    )
 
 
 def _limit(ctx: Context) -> np.ndarray:
-    limit = floats(ctx, "power_limit_w").copy()
-    for i in np.flatnonzero(np.isnan(limit)):
-        spec = peaks.lookup(strings(ctx, "gpu_model")[int(i)])
-        if spec is not None and spec.tdp_w:
-            limit[i] = float(spec.tdp_w)
-    return limit
+    return _fill_from_spec(
+        ctx, floats(ctx, "power_limit_w"), lambda spec: float(spec.tdp_w) if spec.tdp_w else None
+    )
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -36,8 +67,7 @@ def check(ctx: Context) -> list[Finding]:
     th, t = ctx.states, ctx.thresholds
     capped = np.asarray(floats(ctx, "power_capped") > 0.5)
     mask = in_states(ctx, RULE_ID) | capped
-    labels = (strings(ctx, c) for c in ("host", "gpu_uuid", "mig_instance"))
-    gpu_owner = [f"{h}|{u}|{m}" for h, u, m in zip(*labels, strict=True)]
+    gpu_owner = combined_codes(ctx, "host", "gpu_uuid", "mig_instance")
     clock, top, limit = floats(ctx, "sm_clock_hz"), _max_clock(ctx), _limit(ctx)
     ratio = clock / top
     out = []
