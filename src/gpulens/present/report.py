@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpulens.present.analysis import ReportView
+from gpulens.present.markup import html_table, md_table, num
 
 SCHEMA_VERSION = 1
 
@@ -24,10 +25,6 @@ def _ts(ns: int | None) -> str:
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def _num(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
 
 
 def _money(x: float | None, currency: str = "USD") -> str:
@@ -43,17 +40,17 @@ def _headline(view: ReportView) -> list[tuple[str, str]]:
     return [
         ("window", _window(view)),
         ("GPUs", str(t.get("gpus", "-"))),
-        ("allocated GPU-hours", _num(t.get("allocated_gpu_hours"))),
-        ("useful GPU-hours", _num(t.get("useful_gpu_hours"))),
-        ("wasted GPU-hours", _num(t.get("wasted_gpu_hours"))),
-        ("unmeasured GPU-hours", _num(t.get("unmeasured_gpu_hours"))),
+        ("allocated GPU-hours", num(t.get("allocated_gpu_hours"))),
+        ("useful GPU-hours", num(t.get("useful_gpu_hours"))),
+        ("wasted GPU-hours", num(t.get("wasted_gpu_hours"))),
+        ("unmeasured GPU-hours", num(t.get("unmeasured_gpu_hours"))),
         ("duty cycle (nvidia-smi)", _pct(t.get("mean_duty"))),
         ("SM activity", _pct(t.get("mean_sm_active"))),
         ("tensor activity", _pct(t.get("mean_tensor_active"))),
-        ("energy", f"{_num(t.get('energy_kwh'), 2)} kWh"),
+        ("energy", f"{num(t.get('energy_kwh'), 2)} kWh"),
         ("cost", _money(t.get("total_cost"))),
         ("wasted cost", _money(t.get("wasted_cost"))),
-        ("CO2e", f"{_num(t.get('co2e_kg'), 2)} kg"),
+        ("CO2e", f"{num(t.get('co2e_kg'), 2)} kg"),
         ("idle intervals holding > 1 GiB", _pct(view.idle_holding_share)),
         (
             "MFU (model FLOPs utilisation)",
@@ -133,21 +130,15 @@ def to_json(view: ReportView) -> str:
 # -- Markdown ---------------------------------------------------------------------------------
 
 
-def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return [*out, ""]
-
-
 def to_markdown(view: ReportView) -> str:
     """The report as Markdown."""
     lines = [f"# {view.title}", ""]
     if view.scope:
         lines += [", ".join(f"{k} = `{v}`" for k, v in view.scope.items()), ""]
-    lines += _md_table(["measure", "value"], [[k, v] for k, v in _headline(view)])
+    lines += md_table(["measure", "value"], [[k, v] for k, v in _headline(view)])
     lines += ["## Per GPU: duty cycle versus useful work", ""]
     shown, hidden = _shown_gpus(view)
-    lines += _md_table(
+    lines += md_table(
         ["host", "GPU", "model", "duty", "SM", "tensor", "memory peak GB", "kWh", "wasted GPU-h"],
         [
             [
@@ -156,9 +147,9 @@ def to_markdown(view: ReportView) -> str:
                 _pct(g.get("mean_duty")),
                 _pct(g.get("mean_sm_active")),
                 _pct(g.get("mean_tensor_active")),
-                _num((g.get("memory_used_bytes_max") or 0) / 1e9),
-                _num(g.get("energy_kwh"), 2),
-                _num(g.get("wasted_gpu_hours"), 2),
+                num((g.get("memory_used_bytes_max") or 0) / 1e9),
+                num(g.get("energy_kwh"), 2),
+                num(g.get("wasted_gpu_hours"), 2),
             ]
             for g in shown
         ],
@@ -167,29 +158,29 @@ def to_markdown(view: ReportView) -> str:
         lines += [f"... and {hidden} more GPUs (the most wasteful are shown).", ""]
     if view.waste_by_cause:
         lines += ["## Waste by cause", ""]
-        lines += _md_table(
+        lines += md_table(
             ["cause", "GPU-hours", "cost", "kWh", "kg CO2e"],
             [
                 [
                     str(w.get("cause")),
-                    _num(w.get("gpu_hours"), 2),
+                    num(w.get("gpu_hours"), 2),
                     _money(w.get("cost")),
-                    _num(w.get("energy_kwh"), 2),
-                    _num(w.get("co2e_kg"), 2),
+                    num(w.get("energy_kwh"), 2),
+                    num(w.get("co2e_kg"), 2),
                 ]
                 for w in view.waste_by_cause
             ],
         )
     if not view.is_job_report and view.top_users:
         lines += ["## Top wasters", ""]
-        lines += _md_table(
+        lines += md_table(
             ["user", "allocated GPU-h", "useful GPU-h", "wasted GPU-h", "wasted cost"],
             [
                 [
                     str(u.get("user")),
-                    _num(u.get("allocated_gpu_hours"), 2),
-                    _num(u.get("useful_gpu_hours"), 2),
-                    _num(u.get("wasted_gpu_hours"), 2),
+                    num(u.get("allocated_gpu_hours"), 2),
+                    num(u.get("useful_gpu_hours"), 2),
+                    num(u.get("wasted_gpu_hours"), 2),
                     _money(u.get("wasted_cost")),
                 ]
                 for u in view.top_users
@@ -198,7 +189,7 @@ def to_markdown(view: ReportView) -> str:
     fair = view.fairness.get("table") or []
     if not view.is_job_report and fair:
         lines += ["## Fairness: allocation versus useful work", ""]
-        lines += _md_table(
+        lines += md_table(
             ["user", "allocation share", "useful-work share", "quota share"],
             [
                 [
@@ -211,7 +202,7 @@ def to_markdown(view: ReportView) -> str:
             ],
         )
         jain = view.fairness.get("jain_useful")
-        lines += [f"Jain's index over useful-work shares: {_num(jain, 2)}", ""]
+        lines += [f"Jain's index over useful-work shares: {num(jain, 2)}", ""]
     lines += [f"## Findings ({len(view.findings)}, largest impact first)", ""]
     for f in view.findings[:MAX_FINDINGS]:
         subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())
@@ -263,7 +254,7 @@ def to_terminal(view: ReportView) -> str:
         lines.append("Waste by cause")
         for w in view.waste_by_cause:
             lines.append(
-                f"  {w.get('cause')!s:<18} {_num(w.get('gpu_hours'), 2):>8} GPU-h  "
+                f"  {w.get('cause')!s:<18} {num(w.get('gpu_hours'), 2):>8} GPU-h  "
                 f"{_money(w.get('cost')):>14}"
             )
         lines.append("")
@@ -322,27 +313,13 @@ def _svg_bars(gpus: list[dict[str, Any]]) -> str:
     return "".join(parts)
 
 
-def _html_table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{"n" if i >= numeric_from else ""}">{html.escape(c)}</td>'
-            for i, c in enumerate(r)
-        )
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def to_html(view: ReportView) -> str:
     """A self-contained HTML page (inline CSS and SVG; nothing loaded from the network)."""
     out = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(view.title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(view.title)}</h1>",
-        _html_table(["measure", "value"], [[k, v] for k, v in _headline(view)]),
+        html_table(["measure", "value"], [[k, v] for k, v in _headline(view)]),
         "<h2>Per GPU: duty cycle versus useful work</h2>",
         '<p class="legend">'
         + "".join(f'<span style="background:{c}"></span>{n}' for n, c in _COLORS.items())
@@ -352,15 +329,15 @@ def to_html(view: ReportView) -> str:
     if view.waste_by_cause:
         out += [
             "<h2>Waste by cause</h2>",
-            _html_table(
+            html_table(
                 ["cause", "GPU-hours", "cost", "kWh", "kg CO2e"],
                 [
                     [
                         str(w.get("cause")),
-                        _num(w.get("gpu_hours"), 2),
+                        num(w.get("gpu_hours"), 2),
                         _money(w.get("cost")),
-                        _num(w.get("energy_kwh"), 2),
-                        _num(w.get("co2e_kg"), 2),
+                        num(w.get("energy_kwh"), 2),
+                        num(w.get("co2e_kg"), 2),
                     ]
                     for w in view.waste_by_cause
                 ],

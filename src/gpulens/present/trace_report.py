@@ -21,6 +21,7 @@ from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.ranks import RankAnalysis, analyze_job
 from gpulens.errors import TraceFormatError
 from gpulens.findings.traces import trace_findings
+from gpulens.present.markup import html_table, md_table, num
 
 SCHEMA_VERSION = 1
 FORMATS = ("terminal", "markdown", "html", "json")
@@ -196,10 +197,6 @@ def build_view(
 # -- tables shared by the text renderers ------------------------------------------------------
 
 
-def _num(x: Any, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
-
-
 def _pct(x: Any) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -218,13 +215,13 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
             ["measure", "value"],
             [
                 ["device", str(r["device"] or "-")],
-                ["kernel time (HTA) µs", _num(t.get("kernel_time_us"))],
-                ["idle (HTA) µs", _num(t.get("idle_us"))],
-                ["compute µs", _num(t.get("compute_us"))],
-                ["non-compute µs", _num(t.get("non_compute_us"))],
-                ["device idle µs (all streams)", _num(r["device_idle_us"])],
+                ["kernel time (HTA) µs", num(t.get("kernel_time_us"))],
+                ["idle (HTA) µs", num(t.get("idle_us"))],
+                ["compute µs", num(t.get("compute_us"))],
+                ["non-compute µs", num(t.get("non_compute_us"))],
+                ["device idle µs (all streams)", num(r["device_idle_us"])],
                 ["device idle share of span", _pct(causes["idle_us"] / span if span else None)],
-                ["est. achieved occupancy", _num(r["kernel_classes"]["occupancy_pct"]) + " %"],
+                ["est. achieved occupancy", num(r["kernel_classes"]["occupancy_pct"]) + " %"],
                 [
                     "tensor-core share of GEMM time",
                     _pct(r["kernel_classes"]["tensor_core_share_of_gemm"]),
@@ -239,7 +236,7 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
             continue
         ex = c["examples"][0] if c["examples"] else None
         example = (
-            f"{_num(ex['duration_us'])} µs at +{_num(ex['offset_us'])} µs: "
+            f"{num(ex['duration_us'])} µs at +{num(ex['offset_us'])} µs: "
             f"{(ex['cpu_event'] or ex['next_gpu_event'] or '-')[:50]}"
             if ex
             else "-"
@@ -247,7 +244,7 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
         rows.append(
             [
                 cause,
-                _num(c["idle_us"]),
+                num(c["idle_us"]),
                 str(c["gaps"]),
                 _pct(c["share_of_idle"]),
                 _pct(c["share_of_span"]),
@@ -270,9 +267,9 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
                 [
                     name,
                     str(kc[name]["count"]),
-                    _num(kc[name]["time_us"]),
+                    num(kc[name]["time_us"]),
                     _pct(kc[name]["share"]),
-                    _num(kc[name]["occupancy_pct"]),
+                    num(kc[name]["occupancy_pct"]),
                     (kc[name]["top"][0]["name"][:50] if kc[name]["top"] else "-"),
                 ]
                 for name in KERNEL_CLASSES
@@ -284,16 +281,16 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
     if comm["collectives"]:
         tables.append(
             (
-                f"Collectives (exposed {_num(comm['exposed_us'])} of {_num(comm['comm_us'])} µs)",
+                f"Collectives (exposed {num(comm['exposed_us'])} of {num(comm['comm_us'])} µs)",
                 ["collective", "count", "total µs", "mean µs", "max µs", "exposed µs"],
                 [
                     [
                         c["name"],
                         str(c["count"]),
-                        _num(c["total_us"]),
-                        _num(c["mean_us"]),
-                        _num(c["max_us"]),
-                        _num(c["exposed_us"]),
+                        num(c["total_us"]),
+                        num(c["mean_us"]),
+                        num(c["max_us"]),
+                        num(c["exposed_us"]),
                     ]
                     for c in comm["collectives"]
                 ],
@@ -306,9 +303,9 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
             [
                 [
                     str(s["stream"]),
-                    _num(s["host_wait_us"]),
-                    _num(s["kernel_wait_us"]),
-                    _num(s["other_us"]),
+                    num(s["host_wait_us"]),
+                    num(s["kernel_wait_us"]),
+                    num(s["other_us"]),
                 ]
                 for s in r["idle_by_stream"]
             ],
@@ -322,9 +319,9 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
                 [
                     [
                         str(s["step"]),
-                        _num(s["duration_us"]),
+                        num(s["duration_us"]),
                         str(s["kernels"]),
-                        _num(s["kernel_time_us"]),
+                        num(s["kernel_time_us"]),
                         _pct(s["idle_share"]),
                         max(s["idle_causes_us"], key=s["idle_causes_us"].get)
                         if s["idle_causes_us"]
@@ -346,11 +343,11 @@ def _cluster_table(c: dict[str, Any]) -> Table:
         [
             [
                 str(r["rank"]),
-                _num(r["span_us"]),
-                _num(r["compute_us"]),
-                _num(r["comm_us"]),
-                _num(r["exposed_comm_us"]),
-                _num(r["device_idle_us"]),
+                num(r["span_us"]),
+                num(r["compute_us"]),
+                num(r["comm_us"]),
+                num(r["exposed_comm_us"]),
+                num(r["device_idle_us"]),
                 _pct(r["sync_wait_share"]),
             ]
             for r in c["per_rank"]
@@ -364,9 +361,9 @@ def _compare_table(cmp: dict[str, Any]) -> list[Table]:
         rows = [
             [
                 key,
-                _num(f["before"]),
-                _num(f["after"]),
-                _num(f["delta"]),
+                num(f["before"]),
+                num(f["after"]),
+                num(f["delta"]),
                 _pct(f["change"]),
             ]
             for key, f in r["figures"].items()
@@ -444,21 +441,12 @@ def to_terminal(view: TraceView) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    def esc(c: str) -> str:
-        return c.replace("|", "\\|")
-
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return [*out, ""]
-
-
 def to_markdown(view: TraceView) -> str:
     lines = [f"# {view.title}", ""]
     for head, tables in _sections(view):
         lines += [f"## {head}", ""]
         for title, headers, rows in tables:
-            lines += [f"### {title}", "", *_md_table(headers, rows)]
+            lines += [f"### {title}", "", *md_table(headers, rows)]
     findings = view.doc["findings"]
     lines += [f"## Findings ({len(findings)})", ""]
     for f in findings:
@@ -519,17 +507,8 @@ def _svg_timeline(timelines: list[Timeline]) -> str:
 
 
 def _html_table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{"n" if 0 < i < len(r) - 1 else ""}">{html.escape(c)}</td>'
-            for i, c in enumerate(r)
-        )
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    """Tables whose first and last columns are labels, the ones between numbers."""
+    return html_table(headers, rows, numeric=lambda i, n: 0 < i < n - 1)
 
 
 def to_html(view: TraceView) -> str:
