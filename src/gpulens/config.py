@@ -150,6 +150,73 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0.1,
         maximum=60.0,
     ),
+    Setting(
+        "agent.listen",
+        str,
+        "127.0.0.1:9477",
+        "HOST:PORT the agent serves /metrics, the dashboard and its API on (9477: clear of "
+        "dcgm-exporter's 9400 and node_exporter's 9100). A non-loopback address needs a token.",
+    ),
+    Setting(
+        "agent.token",
+        str,
+        None,
+        "Bearer token the dashboard, API and /metrics require (header `Authorization: Bearer "
+        "T`, or `?token=T` once in the browser). Required when the agent listens beyond loopback.",
+    ),
+    Setting(
+        "agent.dcgm_names",
+        bool,
+        False,
+        "Also export the GPU metrics under dcgm-exporter's names and units "
+        "(DCGM_FI_PROF_SM_ACTIVE, "
+        "...), so dashboards built for dcgm-exporter work unchanged.",
+    ),
+    Setting(
+        "agent.pid_labels",
+        bool,
+        False,
+        "Put the PID on process series (unbounded label values: off by default).",
+    ),
+    Setting(
+        "agent.state_window_seconds",
+        float,
+        60.0,
+        "Length of the interval a GPU's live state and useful work are computed over.",
+        minimum=5.0,
+        maximum=3600.0,
+    ),
+    Setting(
+        "agent.findings_every_seconds",
+        float,
+        60.0,
+        "How often the agent runs the findings rules over its recent history.",
+        minimum=5.0,
+        maximum=86400.0,
+    ),
+    Setting(
+        "agent.findings_window_seconds",
+        float,
+        3600.0,
+        "How much recent history the agent's findings pass covers.",
+        minimum=60.0,
+        maximum=30 * 86400.0,
+    ),
+    Setting(
+        "agent.trace_dirs",
+        list,
+        [],
+        "Directories whose PyTorch profiler traces the dashboard may open by name (nothing "
+        "outside them is ever read).",
+    ),
+    Setting(
+        "agent.max_upload_bytes",
+        int,
+        256 * 1024 * 1024,
+        "Largest trace file the dashboard accepts as an upload or opens by name.",
+        minimum=1024,
+        maximum=64 * 1024**3,
+    ),
     Setting("procs.proc_root", str, "/proc", "Where the process table is mounted."),
     Setting(
         "procs.hpc_job_mapping_dir",

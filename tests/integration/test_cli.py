@@ -36,7 +36,7 @@ def demo_store(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     data = tmp_path_factory.mktemp("demo")
-    result = run("demo", "--duration", "600", "--speed", "0", "--data-dir", str(data))
+    result = run("demo", "--duration", "600", "--speed", "0", "--no-serve", "--data-dir", str(data))
     return data, result
 
 

@@ -253,8 +253,15 @@ def demo(
     gpus_per_host: Annotated[int | None, typer.Option(help="Simulated GPUs per host [4].")] = None,
     seed: Annotated[int | None, typer.Option(help="Same seed, same fleet [0].")] = None,
     interval: Annotated[float, typer.Option(help="Seconds between ticks.")] = 1.0,
+    serve: Annotated[
+        bool,
+        typer.Option(help="Then run the agent on the fleet (dashboard and /metrics) until Ctrl-C."),
+    ] = True,
+    listen: Annotated[
+        str | None, typer.Option(help="HOST:PORT the agent serves on [127.0.0.1:9477].")
+    ] = None,
 ) -> None:
-    """Run the simulated GPU fleet into a data directory and summarise it."""
+    """Run the simulated GPU fleet into a data directory, summarise it, then serve it live."""
     if speed < 0:
         raise GpulensError(f"--speed {speed:g} is negative: use a positive factor, or 0 for max")
     cfg = load_config(
@@ -268,6 +275,7 @@ def demo(
             "simulated.gpus_per_host": gpus_per_host,
             "simulated.seed": seed,
             "simulated.scenarios": list(scenario or []),
+            "agent.listen": listen,
         }
     )
     start = SystemClock().now_ns() - int(duration * 1e9)
@@ -291,6 +299,10 @@ def demo(
     out.print(f"Ground truth of the scenarios: {cfg.data_dir / 'ground_truth.json'}")
     out.print(f"Full report: gpulens report --data-dir {cfg.data_dir} [--format html -o r.html]")
     out.print(f'Query it: gpulens query --data-dir {cfg.data_dir} "SELECT * FROM gpu LIMIT 5"')
+    if serve:
+        from gpulens.present.cli_live import serve_demo
+
+        serve_demo(cfg, fleet)
 
 
 @app.command()
@@ -589,3 +601,6 @@ def main() -> None:
             "(rerun with --debug)"
         )
         sys.exit(70)
+
+
+from gpulens.present import cli_live  # noqa: E402, F401  (registers agent, top, rules)

@@ -160,12 +160,14 @@ def record(
     stop: threading.Event | None = None,
     inline: bool = False,
     maintenance: bool = False,
+    on_start: Callable[[Scheduler, SegmentWriter], None] | None = None,
 ) -> RecordResult:
     """Run `collectors` into the store at `cfg.data_dir` for `duration_s` (None: until `stop`).
 
     `inline=True` runs collectors without a thread pool or timeouts: the fast path for
     simulated time, where nothing can block. `maintenance=True` compacts and applies retention
     in a background thread while recording (wall-clock time: for real recordings).
+    `on_start(scheduler, writer)` is called before the first tick (the agent watches both).
     """
     writer = SegmentWriter(
         cfg.data_dir, cfg.host, flush_seconds=cfg.get("store.flush_seconds"), clock=clock
@@ -187,6 +189,8 @@ def record(
         if on_tick is not None:
             on_tick(tick)
 
+    if on_start is not None:
+        on_start(scheduler, writer)
     janitor = None
     if maintenance:
         compact_after = cfg.get("store.compact_after_seconds")

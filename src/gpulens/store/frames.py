@@ -54,7 +54,7 @@ from gpulens.store.frame_cache import (
     write_frame,
 )
 from gpulens.store.layout import NS_PER_DAY, LiveFiles, day_of, day_start_ns, partitions
-from gpulens.store.query import Store
+from gpulens.store.query import Queryable, Store
 
 GPU_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance")
 PROCESS_LABELS: tuple[str, ...] = (
@@ -300,7 +300,7 @@ ORDER BY g.host, g.gpu_uuid, g.mig_instance, g.b
 
 
 def gpu_intervals(
-    store: Store,
+    store: Queryable,
     step_s: float = 60.0,
     start_ns: int | None = None,
     end_ns: int | None = None,
@@ -324,7 +324,11 @@ def gpu_intervals(
     if step_ns <= 0:
         raise ValueError(f"step_s must be positive, got {step_s!r}")
     stats = cache_stats if cache_stats is not None else CacheStats()
-    plan = _plan_cache(store, step_ns, start_ns, end_ns, stats) if use_cache else None
+    plan = (
+        _plan_cache(store, step_ns, start_ns, end_ns, stats)
+        if use_cache and isinstance(store, Store)
+        else None
+    )
     sql, _n = build_sql(where, (start_ns is not None, end_ns is not None))
     params: dict[str, object] = {"step_ns": step_ns, "step_s": float(step_s)}
     if start_ns is not None:

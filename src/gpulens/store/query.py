@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 import pyarrow as pa
@@ -25,6 +26,14 @@ from gpulens.store.layout import LiveFiles, corrupt_file_error, read_footer_meta
 from gpulens.store.schema import DATE, empty_schema
 
 Params = Sequence[object] | Mapping[str, object] | None
+
+
+class Queryable(Protocol):
+    """Anything that answers DuckDB SQL over the views gpu, process, host, app and event (the
+    `Store`, or the in-memory `RecentWindow`)."""
+
+    def query(self, sql: str, params: Params = None) -> pa.Table: ...
+
 
 _SQL_ERRORS: tuple[type[Exception], ...] = (
     duckdb.ParserException,

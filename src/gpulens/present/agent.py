@@ -1,0 +1,277 @@
+"""The agent: one long-running process that records, exports and serves.
+
+Collectors → store (as `record`), with every tick also feeding a `LiveState`; a background pass
+runs the findings rules over the recent history every `agent.findings_every_seconds`; and one
+HTTP port serves Prometheus `/metrics`, the web dashboard and its JSON API. SIGTERM or SIGINT
+stops the server, then the recorder, which flushes its buffer before the process exits.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.registry import CollectorRegistry
+
+from gpulens.analyze.prices import Prices
+from gpulens.clock import Clock
+from gpulens.collect.base import Collector
+from gpulens.config import Config
+from gpulens.errors import ConfigError
+from gpulens.pipeline.scheduler import Scheduler, TickResult
+from gpulens.present import exporter, session
+from gpulens.present.live import LiveState
+from gpulens.store import SegmentWriter, Store, WriterStats
+
+if TYPE_CHECKING:
+    from gpulens.present.analysis import ReportView
+
+NS = 1_000_000_000
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """("host", port) from "HOST:PORT" ("[::1]:9477" for IPv6); ConfigError otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(
+            f"setting 'agent.listen' = {text!r} is not HOST:PORT: use e.g. 127.0.0.1:9477, "
+            "0.0.0.0:9477 (needs a token) or [::1]:9477"
+        )
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (the only binds allowed without a token)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class AgentContext:
+    """What the web app serves from: the store, the live state, the settings that price and
+    judge, the exporter registry, and the security settings."""
+
+    data_dir: Path
+    live: LiveState | None
+    registry: CollectorRegistry | None
+    prices: Prices = field(default_factory=Prices)
+    region: str | float = "world"
+    quotas: dict[str, float] | None = None
+    analysis: dict[str, Any] = field(default_factory=dict)
+    token: str | None = None
+    trace_dirs: tuple[Path, ...] = ()
+    max_upload_bytes: int = 256 * 1024 * 1024
+    _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _store: Store | None = field(default=None, repr=False)
+
+    def with_store(self, fn: Callable[[Store], Any]) -> Any:
+        """Run `fn(store)` on the shared read-only Store (one DuckDB connection: one at a
+        time)."""
+        with self._store_lock:
+            if self._store is None:
+                self._store = Store(self.data_dir)
+            return fn(self._store)
+
+    def close(self) -> None:
+        with self._store_lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+def context_from_config(
+    cfg: Config, live: LiveState | None, registry: CollectorRegistry | None
+) -> AgentContext:
+    """An AgentContext with the prices, carbon region, quotas and thresholds of `cfg`."""
+    return AgentContext(
+        data_dir=cfg.data_dir,
+        live=live,
+        registry=registry,
+        prices=session.prices(cfg),
+        region=session.carbon_region(cfg),
+        quotas=session.quotas(cfg),
+        analysis=session.analysis_settings(cfg),
+        token=cfg.get("agent.token") or None,
+        trace_dirs=tuple(Path(p) for p in cfg.get("agent.trace_dirs")),
+        max_upload_bytes=int(cfg.get("agent.max_upload_bytes")),
+    )
+
+
+class Agent:
+    """Collectors → store + live state, findings in the background, one HTTP port."""
+
+    def __init__(self, cfg: Config, collectors: Sequence[Collector], clock: Clock) -> None:
+        self.cfg = cfg
+        self.collectors = list(collectors)
+        self.clock = clock
+        self.host, self.port = parse_listen(cfg.get("agent.listen"))
+        token = cfg.get("agent.token") or None
+        if token is None and not is_loopback(self.host):
+            raise ConfigError(
+                f"the agent would listen on {self.host}:{self.port}, beyond this machine, "
+                "without a token: set agent.token (or GPULENS_AGENT_TOKEN), or listen on "
+                "127.0.0.1"
+            )
+        self.live = LiveState(
+            state_window_s=cfg.get("agent.state_window_seconds"),
+            keep_s=max(300.0, 3 * cfg.get("agent.state_window_seconds")),
+            states=session.analysis_settings(cfg)["states"],
+            prices=session.prices(cfg),
+            region=session.carbon_region(cfg),
+        )
+        options = exporter.ExporterOptions(
+            dcgm_names=bool(cfg.get("agent.dcgm_names")),
+            pid_labels=bool(cfg.get("agent.pid_labels")),
+        )
+        self.registry = exporter.registry(self.live.snapshot, session.prices(cfg), options)
+        self.context = context_from_config(cfg, self.live, self.registry)
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self._refresh_every = max(1, round(5.0 / cfg.get("collect.interval_seconds")))
+        self._ticks = 0
+        self._threads: list[threading.Thread] = []
+        self._writer: SegmentWriter | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    # -- the background work -------------------------------------------------------------------
+    def _on_tick(self, tick: TickResult) -> None:
+        self.live.on_tick(tick)
+        self._ticks += 1
+        if self._ticks % self._refresh_every == 1 or self._refresh_every == 1:
+            try:
+                self.live.refresh()
+            except Exception as exc:  # a failing analysis never stops recording
+                self._note(f"live state: {type(exc).__name__}: {exc}")
+
+    def _on_start(self, scheduler: Scheduler, writer: SegmentWriter) -> None:
+        self.live.watch(scheduler.stats)
+        self._writer = writer
+
+    def _record(self) -> None:
+        try:
+            session.record(
+                self.cfg,
+                self.collectors,
+                self.clock,
+                duration_s=None,
+                on_tick=self._on_tick,
+                stop=self.stop,
+                maintenance=True,
+                on_start=self._on_start,
+            )
+        except Exception as exc:
+            self._note(f"recorder stopped: {type(exc).__name__}: {exc}")
+            self.stop.set()
+
+    def _findings_loop(self) -> None:
+        every = float(self.cfg.get("agent.findings_every_seconds"))
+        window = float(self.cfg.get("agent.findings_window_seconds"))
+        wait = min(every, 5.0)  # the first pass soon after start, then every `every`
+        while not self.stop.wait(wait):
+            wait = every
+            now = self.clock.now_ns()
+            if self._writer is not None:
+                self.live.set_store_stats(_fields(self._writer.stats()))
+            try:
+                view = self.context.with_store(partial(self._analyse, now - int(window * NS), now))
+            except Exception as exc:
+                self._note(f"findings pass: {type(exc).__name__}: {exc}")
+                continue
+            self.live.set_findings(view.findings, now)
+
+    def _analyse(self, start_ns: int, end_ns: int, store: Store) -> ReportView:
+        from gpulens.present.analysis import analyse
+
+        ctx = self.context
+        return analyse(
+            store,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            prices=ctx.prices,
+            region=ctx.region,
+            quotas=ctx.quotas,
+            **ctx.analysis,
+        )
+
+    def _note(self, message: str) -> None:
+        self.errors = [*self.errors[-19:], f"{time.strftime('%H:%M:%S')} {message}"]
+
+    # -- running -------------------------------------------------------------------------------
+    def start_background(self) -> None:
+        """Start the recorder and the findings pass (the HTTP server is `serve`)."""
+        for target, name in (
+            (self._record, "gpulens-record"),
+            (self._findings_loop, "gpulens-findings"),
+        ):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop the background work; the recorder flushes its buffer before it returns."""
+        self.stop.set()
+        for thread in self._threads:
+            thread.join(timeout_s)
+        self.context.close()
+        self.live.close()
+
+    def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Run until SIGTERM or SIGINT: background work plus the HTTP server on one port."""
+        import uvicorn
+
+        from gpulens.present.web.app import create_app
+
+        app = create_app(self.context)
+        config = uvicorn.Config(
+            app,
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+        server = uvicorn.Server(config)
+        self.start_background()
+        if on_ready is not None:
+            ready = threading.Thread(
+                target=_announce, args=(server, self.url, on_ready), daemon=True
+            )
+            ready.start()
+        try:
+            server.run()  # installs its own SIGTERM / SIGINT handlers and returns on either
+        finally:
+            self.shutdown()
+        if not server.started:
+            raise ConfigError(
+                f"the agent could not listen on {self.host}:{self.port} (in use, or not an "
+                "address of this machine): choose another with --listen HOST:PORT"
+            )
+
+
+def _fields(stats: WriterStats) -> dict[str, float]:
+    return {k: float(v) for k, v in asdict(stats).items()}
+
+
+def _announce(server: Any, url: str, on_ready: Callable[[str], None]) -> None:
+    for _ in range(600):
+        if server.started:
+            on_ready(url)
+            return
+        if server.should_exit:
+            return
+        time.sleep(0.05)

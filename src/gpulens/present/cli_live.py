@@ -1,0 +1,55 @@
+"""The long-running commands: `gpulens agent`, `gpulens top`, `gpulens rules`, and the live part
+of `gpulens demo`. Registered on the `gpulens` command by `present.cli`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpulens.clock import SystemClock
+from gpulens.collect.simulated import SimulatedFleet
+from gpulens.config import Config, load_config
+from gpulens.present import session
+from gpulens.present.cli import app, err, out
+
+
+def _announce(url: str, token: str | None) -> None:
+    link = f"{url}?token={token}" if token else url
+    out.print(f"gpulens agent: dashboard {link}  metrics {url}metrics  (Ctrl-C to stop)")
+
+
+def serve_agent(cfg: Config, collectors: list) -> None:  # type: ignore[type-arg]
+    """Run the agent over `collectors` until SIGTERM or SIGINT."""
+    from gpulens.present.agent import Agent
+
+    agent = Agent(cfg, collectors, SystemClock())
+    agent.serve(on_ready=lambda url: _announce(url, cfg.get("agent.token")))
+    err.print("gpulens agent stopped; buffered readings flushed")
+
+
+def serve_demo(cfg: Config, fleet: SimulatedFleet) -> None:
+    """The agent on the demo's simulated fleet, continuing in real time from now."""
+    live_cfg = replace(cfg, values={**cfg.values, "store.flush_seconds": 10.0})
+    serve_agent(live_cfg, session.fleet_collectors(fleet, SystemClock()))
+
+
+@app.command()
+def agent(
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+    listen: Annotated[
+        str | None, typer.Option(help="HOST:PORT to serve on [127.0.0.1:9477].")
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Where to store the readings.")] = None,
+) -> None:
+    """Record, export /metrics and serve the dashboard and API, on one port."""
+    cfg = load_config(
+        config,
+        overrides={"data_dir": str(data_dir) if data_dir else None, "agent.listen": listen},
+    )
+    collectors = session.build_collectors(cfg, SystemClock())
+    names = ", ".join(c.name for c in collectors)
+    err.print(f"gpulens agent: recording {names} into {cfg.data_dir}")
+    serve_agent(cfg, collectors)

@@ -1,0 +1,310 @@
+"""The live view model: what every GPU and process does now, and why.
+
+`LiveState` is fed each tick (`on_tick`). It keeps the raw readings of the last tick, and the
+last few minutes in a `RecentWindow`, from which `refresh` builds the interval frame of the
+last `state_window_s` seconds with the same code as reports (frames → classify → useful work →
+waste), so the state a live view shows is the state a report will show for that minute. It
+also counts, per GPU and cause, the wasted GPU-seconds of every interval that closed since the
+state began (Prometheus counters), and holds the findings the agent last computed.
+
+Front ends (the exporter, the web dashboard, `gpulens top`) read `snapshot()`: plain frozen
+records, no formatting, safe to read from any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from gpulens.analyze.carbon import DEFAULT_REGION
+from gpulens.analyze.efficiency import Thresholds
+from gpulens.analyze.prices import Prices
+from gpulens.findings.engine import build_context
+from gpulens.findings.model import Finding
+from gpulens.model import Kind, Reading
+from gpulens.pipeline.scheduler import TickResult
+from gpulens.pipeline.selfstats import SelfStats
+from gpulens.store.frames import gpu_intervals
+from gpulens.store.recent import RecentWindow
+
+NS = 1_000_000_000
+#: labels that identify a GPU entity (a whole GPU or a MIG instance)
+GPU_KEY_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "mig_instance")
+#: attribution carried from the interval frame onto a GPU row
+ATTRIBUTION: tuple[str, ...] = (
+    "user",
+    "project",
+    "team",
+    "job_id",
+    "container",
+    "pod",
+    "namespace",
+    "engine",
+)
+
+
+def gpu_key(labels: Mapping[str, str]) -> tuple[str, str, str]:
+    """(host, gpu_uuid, mig_instance) of a GPU reading or frame row; '' where absent."""
+    return (
+        str(labels.get("host") or ""),
+        str(labels.get("gpu_uuid") or ""),
+        str(labels.get("mig_instance") or ""),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNow:
+    """One GPU entity: its identity labels, the last tick's readings (catalog names, base
+    units) and, once a state window has been analysed, its state and useful work."""
+
+    labels: dict[str, str]
+    values: dict[str, float]
+    state: str | None = None
+    reason: str | None = None
+    useful_ratio: float | None = None
+    attribution: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessNow:
+    """One process on a GPU: its labels (pid, user, job, container, engine...) and readings."""
+
+    labels: dict[str, str]
+    values: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorHealth:
+    """One collector's health since the agent started."""
+
+    name: str
+    last_status: str
+    last_duration_s: float
+    errors_total: int
+    timeouts_total: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WasteCounter:
+    """Wasted GPU-seconds of one GPU entity for one cause, summed over closed intervals."""
+
+    labels: dict[str, str]
+    cause: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSnapshot:
+    """Everything live front ends show, at tick `ts` (None before the first tick)."""
+
+    ts: int | None
+    gpus: list[GpuNow]
+    processes: list[ProcessNow]
+    hosts: list[ProcessNow]
+    events: list[ProcessNow]
+    collectors: list[CollectorHealth]
+    waste: list[WasteCounter]
+    findings: list[Finding]
+    findings_ts: int | None
+    state_window_s: float
+    store: dict[str, float] = field(default_factory=dict)
+    store_lag_s: float | None = None
+
+
+class LiveState:
+    """Thread-safe live state; see the module doc."""
+
+    def __init__(
+        self,
+        state_window_s: float = 60.0,
+        keep_s: float = 300.0,
+        *,
+        states: Thresholds | None = None,
+        prices: Prices | None = None,
+        region: str | float = DEFAULT_REGION,
+    ) -> None:
+        if state_window_s <= 0 or keep_s < state_window_s:
+            raise ValueError("need 0 < state_window_s <= keep_s")
+        self.state_window_s = float(state_window_s)
+        self.window = RecentWindow(keep_s)
+        self.states = states
+        self.prices = prices
+        self.region = region
+        self._lock = threading.Lock()
+        self._gpus: dict[tuple[str, str, str], Reading] = {}
+        self._processes: list[Reading] = []
+        self._hosts: list[Reading] = []
+        self._events: list[Reading] = []
+        self._ts: int | None = None
+        self._analysis: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._waste: dict[tuple[tuple[tuple[str, str], ...], str], float] = {}
+        self._counted_until_ns: int | None = None
+        self._findings: list[Finding] = []
+        self._findings_ts: int | None = None
+        self._stats: SelfStats | None = None
+        self._store: dict[str, float] = {}
+        self._last_flush_ns: int | None = None
+
+    # -- feeding -------------------------------------------------------------------------------
+    def on_tick(self, tick: TickResult) -> None:
+        """Take one tick's readings (after the rate stage)."""
+        gpus: dict[tuple[str, str, str], Reading] = {}
+        processes: list[Reading] = []
+        hosts: list[Reading] = []
+        events: list[Reading] = []
+        for r in tick.readings:
+            if r.kind is Kind.GPU:
+                gpus[gpu_key(r.labels)] = r
+            elif r.kind is Kind.PROCESS:
+                processes.append(r)
+            elif r.kind is Kind.HOST:
+                hosts.append(r)
+            elif r.kind is Kind.EVENT:
+                events.append(r)
+        self.window.append(tick.ts, tick.readings)
+        with self._lock:
+            self._ts = tick.ts
+            self._gpus = gpus
+            self._processes = processes
+            self._hosts = hosts
+            if events:
+                self._events = (self._events + events)[-100:]
+            if tick.flushed:
+                self._last_flush_ns = tick.ts
+
+    def watch(self, stats: SelfStats, store_stats: Mapping[str, float] | None = None) -> None:
+        """Where collector health (the scheduler's SelfStats) and store figures come from."""
+        with self._lock:
+            self._stats = stats
+            if store_stats is not None:
+                self._store = dict(store_stats)
+
+    def set_store_stats(self, store_stats: Mapping[str, float]) -> None:
+        with self._lock:
+            self._store = dict(store_stats)
+
+    def set_findings(self, findings: list[Finding], ts: int) -> None:
+        """The findings of the agent's last analysis pass over its recent history."""
+        with self._lock:
+            self._findings = list(findings)
+            self._findings_ts = ts
+
+    # -- analysis ------------------------------------------------------------------------------
+    def refresh(self) -> pa.Table | None:
+        """Classify the last `state_window_s` seconds and count the waste of closed intervals.
+
+        Returns the annotated frame (None before any reading). Cheap enough to call every
+        tick for a node's GPUs (one DuckDB query over a few minutes of readings).
+        """
+        latest = self.window.latest_ns
+        if latest is None:
+            return None
+        step_ns = round(self.state_window_s * NS)
+        # the current (possibly partial) interval and the ones before it still in the window
+        end = (latest // step_ns + 1) * step_ns
+        start = end - 3 * step_ns
+        frame = gpu_intervals(
+            self.window, step_s=self.state_window_s, start_ns=start, end_ns=end, use_cache=False
+        )
+        if frame.num_rows == 0:
+            return frame
+        ctx = build_context(frame, states=self.states, prices=self.prices, region=self.region)
+        annotated = ctx.frame
+        rows = annotated.to_pylist()
+        newest: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for row in rows:
+            key = gpu_key(row)
+            if key not in newest or row["start_ns"] > newest[key]["start_ns"]:
+                newest[key] = row
+        closed_before = (latest // step_ns) * step_ns  # buckets ending at or before the tick
+        with self._lock:
+            self._analysis = newest
+            counted = self._counted_until_ns
+            for row in rows:
+                if row["start_ns"] >= closed_before:
+                    continue  # still filling
+                if counted is not None and row["start_ns"] < counted:
+                    continue  # already counted
+                wasted = row.get("wasted_s")
+                if wasted is None or wasted <= 0:
+                    continue
+                labels = tuple(
+                    (k, str(row[k]))
+                    for k in ("host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance")
+                    if row.get(k) not in (None, "")
+                )
+                key2 = (labels, str(row.get("waste_cause") or "other"))
+                self._waste[key2] = self._waste.get(key2, 0.0) + float(wasted)
+            self._counted_until_ns = max(counted or 0, closed_before)
+        return annotated
+
+    # -- reading -------------------------------------------------------------------------------
+    def snapshot(self) -> LiveSnapshot:
+        """A consistent copy of the live state."""
+        with self._lock:
+            gpus = []
+            for key, r in sorted(self._gpus.items(), key=lambda kv: _gpu_order(kv[1].labels)):
+                row = self._analysis.get(key, {})
+                gpus.append(
+                    GpuNow(
+                        labels=dict(r.labels),
+                        values=dict(r.values),
+                        state=row.get("state"),
+                        reason=row.get("state_reason"),
+                        useful_ratio=row.get("useful_ratio"),
+                        attribution={
+                            k: str(row[k]) for k in ATTRIBUTION if row.get(k) not in (None, "")
+                        },
+                    )
+                )
+            collectors = []
+            if self._stats is not None:
+                for s in self._stats.collectors.values():
+                    collectors.append(
+                        CollectorHealth(
+                            s.name,
+                            s.last_status,
+                            s.last_duration_s,
+                            s.errors_total,
+                            s.timeouts_total,
+                            s.last_error,
+                        )
+                    )
+            lag = None
+            if self._ts is not None and self._last_flush_ns is not None:
+                lag = (self._ts - self._last_flush_ns) / NS
+            return LiveSnapshot(
+                ts=self._ts,
+                gpus=gpus,
+                processes=[ProcessNow(dict(r.labels), dict(r.values)) for r in self._processes],
+                hosts=[ProcessNow(dict(r.labels), dict(r.values)) for r in self._hosts],
+                events=[ProcessNow(dict(r.labels), dict(r.values)) for r in self._events],
+                collectors=collectors,
+                waste=[
+                    WasteCounter(dict(labels), cause, seconds)
+                    for (labels, cause), seconds in sorted(self._waste.items())
+                ],
+                findings=list(self._findings),
+                findings_ts=self._findings_ts,
+                state_window_s=self.state_window_s,
+                store=dict(self._store),
+                store_lag_s=lag,
+            )
+
+    def close(self) -> None:
+        self.window.close()
+
+
+def _gpu_order(labels: Mapping[str, str]) -> tuple[str, int, str, str]:
+    index = str(labels.get("gpu_index", ""))
+    return (
+        str(labels.get("host", "")),
+        int(index) if index.isdigit() else 1 << 30,
+        index,
+        str(labels.get("mig_instance", "")),
+    )

@@ -1,0 +1,1 @@
+"""The web dashboard and its JSON API (FastAPI), served by the agent on its one port."""

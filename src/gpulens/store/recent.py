@@ -1,0 +1,124 @@
+"""The last few minutes of readings in memory, queried with the same SQL as the store.
+
+A live front end (the agent, `gpulens top`) needs the interval frame of the last minute without
+waiting for a flush, and `gpulens top` has no store at all. `RecentWindow` keeps the readings of
+the last `keep_s` seconds as Arrow tables and exposes them to DuckDB as the same views the
+`Store` has (`gpu`, `process`, `host`, `app`, `event`, with `ts` as TIMESTAMP_NS and `date`), so
+`gpulens.store.frames.gpu_intervals(window, use_cache=False)` works on it unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+
+import duckdb
+import pyarrow as pa
+
+from gpulens.errors import StoreError
+from gpulens.model import FrozenLabels, Kind, Reading
+from gpulens.store.query import Params, QueryError
+from gpulens.store.schema import DATE, TS, TS_TYPE, empty_schema
+from gpulens.store.segments import _concat, _Group
+
+_DUCK_TYPES = {"timestamp[ns]": "TIMESTAMP_NS", "string": "VARCHAR", "double": "DOUBLE"}
+
+
+def readings_tables(readings: Iterable[Reading]) -> dict[Kind, pa.Table]:
+    """Readings as one table per kind (int64 `ts`, string labels, float metrics; null where a
+    reading has no such label or metric)."""
+    groups: dict[tuple[Kind, tuple[str, ...], tuple[str, ...]], _Group] = {}
+    for r in readings:
+        labels = r.labels
+        if type(labels) is FrozenLabels:
+            keys, values = labels.keys_tuple, labels.values_tuple
+        else:
+            keys, values = tuple(labels), tuple(labels.values())
+        shape = (r.kind, keys, tuple(r.values))
+        group = groups.get(shape)
+        if group is None:
+            group = groups[shape] = _Group(keys, shape[2])
+        code = group.label_index.get(values)
+        group.codes.append(group.code(values) if code is None else code)
+        group.ts.append(r.ts)
+        group.values.extend(r.values.values())
+    by_kind: dict[Kind, list[pa.Table]] = {}
+    for (kind, _, _), group in groups.items():
+        by_kind.setdefault(kind, []).append(group.table())
+    return {kind: _concat(tables) for kind, tables in by_kind.items()}
+
+
+class RecentWindow:
+    """Readings of the last `keep_s` seconds (by reading time), queryable like a `Store`."""
+
+    def __init__(self, keep_s: float = 300.0) -> None:
+        if keep_s <= 0:
+            raise ValueError(f"keep_s must be > 0, got {keep_s!r}")
+        self.keep_ns = round(keep_s * 1e9)
+        self._batches: deque[tuple[int, dict[Kind, pa.Table]]] = deque()
+        self._lock = threading.Lock()
+        self._con = duckdb.connect(":memory:")
+        self._dirty = True
+        self.latest_ns: int | None = None
+
+    def append(self, ts: int, readings: Iterable[Reading]) -> None:
+        """Add one tick's readings (taken at `ts`) and forget what fell out of the window."""
+        tables = readings_tables(readings)
+        with self._lock:
+            self._batches.append((ts, tables))
+            self.latest_ns = ts if self.latest_ns is None else max(self.latest_ns, ts)
+            horizon = self.latest_ns - self.keep_ns
+            while self._batches and self._batches[0][0] <= horizon:
+                self._batches.popleft()
+            self._dirty = True
+
+    def query(self, sql: str, params: Params = None) -> pa.Table:
+        """Run `sql` over the window's views; QueryError when the SQL is wrong."""
+        with self._lock:
+            if self._dirty:
+                self._register()
+            try:
+                rel = (
+                    self._con.sql(sql, params=params) if params is not None else self._con.sql(sql)
+                )
+            except duckdb.Error as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                if isinstance(exc, duckdb.IOException):
+                    raise StoreError(f"in-memory window query failed: {first}") from exc
+                raise QueryError(f"SQL error: {first}") from exc
+            return pa.table({}) if rel is None else rel.to_arrow_table()
+
+    def _register(self) -> None:
+        per_kind: dict[Kind, list[pa.Table]] = {}
+        for _, tables in self._batches:
+            for kind, table in tables.items():
+                per_kind.setdefault(kind, []).append(table)
+        for kind in Kind:
+            name = f"recent_{kind.value}"
+            parts = per_kind.get(kind)
+            skeleton = _skeleton(kind)
+            if parts:
+                table = _concat(parts)
+                table = table.set_column(
+                    table.schema.get_field_index(TS), TS, table.column(TS).cast(TS_TYPE)
+                )
+                self._con.register(name, table)
+                body = (
+                    f"SELECT *, CAST({TS} AS DATE) AS {DATE} FROM {name} "
+                    f"UNION ALL BY NAME {skeleton}"
+                )
+            else:
+                body = skeleton
+            self._con.execute(f"CREATE OR REPLACE VIEW {kind.value} AS {body}")
+        self._dirty = False
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def _skeleton(kind: Kind) -> str:
+    columns = ", ".join(
+        f'NULL::{_DUCK_TYPES[str(f.type)]} AS "{f.name}"' for f in empty_schema(kind)
+    )
+    return f"SELECT {columns}, NULL::DATE AS {DATE} WHERE false"
