@@ -53,3 +53,42 @@ def agent(
     names = ", ".join(c.name for c in collectors)
     err.print(f"gpulens agent: recording {names} into {cfg.data_dir}")
     serve_agent(cfg, collectors)
+
+
+@app.command()
+def top(
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+    simulated: Annotated[
+        bool, typer.Option(help="Watch the simulated fleet instead of this machine's GPUs.")
+    ] = False,
+    interval: Annotated[float | None, typer.Option(help="Seconds between refreshes.")] = None,
+) -> None:
+    """Live terminal view: duty cycle, SM and tensor activity, memory, power and state per GPU,
+    and the processes on them."""
+    from gpulens.present.top import run_top
+
+    overrides: dict[str, object] = {"collect.interval_seconds": interval}
+    if simulated:
+        overrides["collect.collectors"] = ["simulated"]
+    cfg = load_config(config, overrides=overrides)
+    run_top(cfg)
+
+
+@app.command()
+def rules(
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Directory to write the files to.")
+    ] = Path(),
+    idle_for: Annotated[
+        str,
+        typer.Option(help="Alert when a GPU is idle but allocated this long (PromQL duration)."),
+    ] = "30m",
+    dcgm: Annotated[
+        bool, typer.Option(help="Rules for a Prometheus that only scrapes dcgm-exporter.")
+    ] = False,
+) -> None:
+    """Write Prometheus recording and alerting rules and the Grafana dashboard JSON."""
+    from gpulens.present.prom_rules import write_rules
+
+    for path in write_rules(output, idle_for=idle_for, dcgm=dcgm):
+        out.print(f"wrote {path}")
