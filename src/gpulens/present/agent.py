@@ -8,15 +8,20 @@ stops the server, then the recorder, which flushes its buffer before the process
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import signal
+import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+import uvicorn
 from prometheus_client.registry import CollectorRegistry
 
 from gpulens.analyze.prices import Prices
@@ -232,35 +237,62 @@ class Agent:
 
     def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Run until SIGTERM or SIGINT: background work plus the HTTP server on one port."""
-        import uvicorn
-
         from gpulens.present.web.app import create_app
 
         app = create_app(self.context)
-        config = uvicorn.Config(
-            app,
-            host=self.host,
-            port=self.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-        )
-        server = uvicorn.Server(config)
+        sock = self._bind()
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        server = _Server(config)
         self.start_background()
         if on_ready is not None:
             ready = threading.Thread(
                 target=_announce, args=(server, self.url, on_ready), daemon=True
             )
             ready.start()
+        previous = {sig: signal.signal(sig, server.stop_on) for sig in STOP_SIGNALS}
         try:
-            server.run()  # installs its own SIGTERM / SIGINT handlers and returns on either
+            server.run(sockets=[sock])
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            sock.close()
             self.shutdown()
-        if not server.started:
+
+    def _bind(self) -> socket.socket:
+        """The listening socket, or ConfigError naming the address when it cannot be had."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
             raise ConfigError(
-                f"the agent could not listen on {self.host}:{self.port} (in use, or not an "
-                "address of this machine): choose another with --listen HOST:PORT"
-            )
+                f"the agent could not listen on {self.host}:{self.port}: {exc.strerror or exc} "
+                "(in use by another process, or not an address of this machine): choose "
+                "another with --listen HOST:PORT or agent.listen"
+            ) from None
+        sock.setblocking(False)
+        return sock
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server with our signal handling: the first SIGTERM or SIGINT stops it
+    gracefully, a second one at once; the process then exits normally (uvicorn's own handlers
+    re-raise the signal after shutdown, which would kill the process before the flush)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def stop_on(self, signum: int, frame: FrameType | None) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
 
 
 def _fields(stats: WriterStats) -> dict[str, float]:

@@ -216,12 +216,13 @@ class LiveState:
         ctx = build_context(frame, states=self.states, prices=self.prices, region=self.region)
         annotated = ctx.frame
         rows = annotated.to_pylist()
+        closed_before = (latest // step_ns) * step_ns  # buckets that start before it are closed
         newest: dict[tuple[str, str, str], dict[str, Any]] = {}
-        for row in rows:
+        for row in rows:  # per GPU the newest closed interval, else the one still filling
             key = gpu_key(row)
-            if key not in newest or row["start_ns"] > newest[key]["start_ns"]:
+            have = newest.get(key)
+            if have is None or _fresher(row, have, closed_before):
                 newest[key] = row
-        closed_before = (latest // step_ns) * step_ns  # buckets ending at or before the tick
         with self._lock:
             self._analysis = newest
             counted = self._counted_until_ns
@@ -298,6 +299,14 @@ class LiveState:
 
     def close(self) -> None:
         self.window.close()
+
+
+def _fresher(row: Mapping[str, Any], have: Mapping[str, Any], closed_before: int) -> bool:
+    """Whether `row` shows a GPU's state better than `have`: closed beats filling, then newer."""
+    row_closed, have_closed = row["start_ns"] < closed_before, have["start_ns"] < closed_before
+    if row_closed != have_closed:
+        return row_closed
+    return bool(row["start_ns"] > have["start_ns"])
 
 
 def _gpu_order(labels: Mapping[str, str]) -> tuple[str, int, str, str]:

@@ -1,0 +1,46 @@
+"""Simulated ticks for the live front ends' tests: the real collectors over the simulated
+fleet, through the real scheduler and rate stage, into a sink that keeps nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpulens.clock import FakeClock
+from gpulens.collect.simulated import SimulatedFleet
+from gpulens.pipeline.rates import RateStage
+from gpulens.pipeline.scheduler import Scheduler, TickResult
+from gpulens.present import session
+
+NS = 1_000_000_000
+START = 1_790_000_040 * NS  # on a whole minute
+
+
+class NullSink:
+    """Takes readings and keeps none."""
+
+    def append(self, readings: list[object]) -> None:
+        pass
+
+    def flush_due(self, now_ns: int) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+
+def fleet(**kw: object) -> SimulatedFleet:
+    return SimulatedFleet(start_ns=START, **kw)  # type: ignore[arg-type]
+
+
+def scheduler(sim: SimulatedFleet, clock: FakeClock) -> Scheduler:
+    return Scheduler(session.fleet_collectors(sim, clock), NullSink(), clock, rates=RateStage())
+
+
+def ticks(sim: SimulatedFleet, first_s: int, last_s: int) -> Iterator[TickResult]:
+    """Ticks at START + first_s ... START + last_s - 1 seconds, one a second."""
+    clock = FakeClock(START + first_s * NS)
+    sched = scheduler(sim, clock)
+    for s in range(first_s, last_s):
+        now = START + s * NS
+        clock.set(now)
+        yield sched.tick(now)
