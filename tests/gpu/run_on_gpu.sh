@@ -3,9 +3,10 @@
 #   bash tests/gpu/run_on_gpu.sh          (outputs under $OUT when set, else a temp dir)
 # Uses the machine's python3 (torch, nvidia-ml-py, pyarrow, psutil... installed) with
 # PYTHONPATH=src; duckdb and orjson come from wheels in .whl/ when present (no pip from the
-# network). Steps: GPUs and driver; `pytest -m gpu tests/gpu`; a 60 s `gpulens record` with
-# the nvml collector while a bf16 matmul loop and a data-starved loop run; then what gpulens
-# measured per workload. Total well under 5 minutes.
+# network). Steps: GPUs and driver; `pytest -m gpu tests/gpu`; about 60 s of `gpulens agent`
+# (or `gpulens record` where fastapi/uvicorn are missing) with the nvml collector while a bf16
+# matmul loop and a data-starved loop run, scraping /metrics during each (states, useful
+# work); SIGTERM; then what gpulens measured per workload. Total well under 5 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT_DIR="${OUT:-$(mktemp -d)}"
@@ -28,27 +29,59 @@ timeout 150 "$PY" -m pytest -m gpu tests/gpu -v -p no:cacheprovider -rs 2>&1 \
   | tee "$OUT_DIR/pytest-gpu.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
-echo "== 60 s recording with two workloads"
+echo "== 60 s recording with two workloads (the agent when its web deps import, else record)"
 DATA="$OUT_DIR/store"
 WL="$OUT_DIR/workloads.jsonl"
 rm -rf "$DATA" "$WL"
-GPULENS_COLLECT_COLLECTORS=nvml GPULENS_COLLECT_INTERVAL_SECONDS=1 \
-  timeout 90 "$PY" -m gpulens record --data-dir "$DATA" --duration 60 \
-  >"$OUT_DIR/record.txt" 2>&1 &
+PORT=19477
+if "$PY" -c 'import fastapi, uvicorn, jinja2, plotly' 2>/dev/null; then
+  GPULENS_COLLECT_COLLECTORS=nvml,host GPULENS_COLLECT_INTERVAL_SECONDS=1 \
+    timeout -s TERM 80 "$PY" -m gpulens agent --data-dir "$DATA" --listen "127.0.0.1:$PORT" \
+    >"$OUT_DIR/record.txt" 2>&1 &
+  AGENT=1
+else
+  GPULENS_COLLECT_COLLECTORS=nvml GPULENS_COLLECT_INTERVAL_SECONDS=1 \
+    timeout 90 "$PY" -m gpulens record --data-dir "$DATA" --duration 60 \
+    >"$OUT_DIR/record.txt" 2>&1 &
+  AGENT=0
+fi
 REC=$!
 sleep 4
+scrape() {  # the agent's /metrics while a workload runs
+  [ "$AGENT" -eq 1 ] || return 0
+  sleep "$1"
+  "$PY" - "$PORT" "$OUT_DIR/metrics-$2.txt" <<'PYEOF'
+import sys, urllib.request
+port, path = sys.argv[1], sys.argv[2]
+text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+open(path, "w").write(text)
+for line in text.splitlines():
+    if line.startswith(("gpulens_gpu_state", "gpulens_useful_work_ratio")) and not line.endswith(" 0.0"):
+        print(line)
+PYEOF
+}
 NGPU=$(nvidia-smi -L | grep -c '^GPU ' || true)
 if [ "${NGPU:-1}" -ge 2 ]; then  # side by side on two GPUs, ~50 s each
   CUDA_VISIBLE_DEVICES=0 timeout 70 "$PY" tests/gpu/workload.py matmul 48 "$WL" &
   W1=$!
   CUDA_VISIBLE_DEVICES=1 timeout 70 "$PY" tests/gpu/workload.py starved 48 "$WL" &
   W2=$!
+  scrape 40 both
   wait "$W1" "$W2"
 else  # one GPU: one after the other, so each has the GPU's counters to itself
-  CUDA_VISIBLE_DEVICES=0 timeout 40 "$PY" tests/gpu/workload.py matmul 24 "$WL"
-  CUDA_VISIBLE_DEVICES=0 timeout 40 "$PY" tests/gpu/workload.py starved 24 "$WL"
+  CUDA_VISIBLE_DEVICES=0 timeout 40 "$PY" tests/gpu/workload.py matmul 24 "$WL" &
+  scrape 20 matmul
+  wait
+  CUDA_VISIBLE_DEVICES=0 timeout 40 "$PY" tests/gpu/workload.py starved 24 "$WL" &
+  scrape 20 starved
+  wait
 fi 2>&1 | tee "$OUT_DIR/workloads.txt"
-wait "$REC" || status=1
+if [ "$AGENT" -eq 1 ]; then
+  kill -TERM "$REC" 2>/dev/null
+fi
+wait "$REC"
+rc=$?
+[ "$rc" -eq 0 ] || [ "$AGENT" -eq 1 -a "$rc" -eq 124 ] || status=1
 cat "$OUT_DIR/record.txt"
 
 echo "== what gpulens measured per workload"
