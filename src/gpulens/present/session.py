@@ -30,6 +30,10 @@ from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import MaintenanceThread, SegmentWriter, Store, WriterStats, maintain
 
 
+#: how long a simulated fleet started live (record, agent, top) has already been running
+SIMULATED_HISTORY_NS = 15 * 60 * 1_000_000_000
+
+
 def simulated_fleet(cfg: Config, start_ns: int) -> SimulatedFleet:
     """The simulated fleet the `simulated.*` settings describe, starting at `start_ns`."""
     scenarios = cfg.get("simulated.scenarios") or None
@@ -109,7 +113,8 @@ def build_collectors(cfg: Config, clock: Clock) -> list[Collector]:
     gpu_sources: list[GpuPidTap] = []
     for name in names:
         if name == "simulated":
-            collectors += fleet_collectors(simulated_fleet(cfg, clock.now_ns()), clock)
+            start = clock.now_ns() - SIMULATED_HISTORY_NS  # jobs past their warm-up already
+            collectors += fleet_collectors(simulated_fleet(cfg, start), clock)
         elif name == "nvml":
             tap = GpuPidTap(nvml_collector(cfg, identity))
             gpu_sources.append(tap)

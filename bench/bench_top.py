@@ -1,0 +1,165 @@
+"""Benchmark one redraw of `gpulens top`: 8 simulated GPUs, ~50 processes, headless.
+
+    .venv/bin/python bench/bench_top.py [--refreshes 200] [--gpus 8] [--per-gpu 6]
+
+Target: "redraw <= 50 ms for 8 GPUs". The simulated fleet (one host, `--gpus` H100s, ten
+minutes in so the jobs run) goes through the real NVML collector, scheduler and rate stage
+into `TopFeed`'s `LiveState`; every tick is padded so each GPU lists `--per-gpu` processes
+(the job's own plus deterministic extra ones). Between two timed refreshes the feed takes one
+more tick, so every refresh has new values to draw (the feed's state classification runs
+once before, outside the timings: it belongs to the feed thread, not the redraw).
+
+Timed, as medians over `--refreshes` refreshes in a headless `TopApp` (200 × 50 cells):
+- "update": `TopApp.refresh_view()`: the snapshot, the view model, the widget updates;
+- "update + frame" (every other refresh): the same, then the messages it posted handled and
+  the screen's compositor rendering the changed regions (what textual does before writing to
+  the terminal; the write itself is skipped headless);
+- "update + cold frame" (the other refreshes): the same with every table line rendered anew,
+  none reused from the previous frame (an upper bound);
+- the frame steps alone with nothing changed: the event loop's own share of the above.
+Prints a markdown table. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from gpulens.clock import FakeClock
+from gpulens.collect.simulated import SimulatedFleet
+from gpulens.model import Kind, Reading
+from gpulens.pipeline.scheduler import TickResult
+from gpulens.present import session
+from gpulens.present.top import TopApp
+from gpulens.present.top_feed import TopFeed
+from gpulens.present.top_table import RowTable
+
+NS = 1_000_000_000
+START = 1_790_000_040 * NS
+EXTRA_PID_BASE = 900_000
+USERS = ("alice", "bob", "carol", "dave", "erin")
+
+
+def pad(tick: TickResult, per_gpu: int) -> TickResult:
+    """`tick` with extra process readings so every GPU lists `per_gpu` processes."""
+    have: dict[str, int] = {}
+    for r in tick.readings:
+        if r.kind is Kind.PROCESS and r.labels.get("gpu_uuid"):
+            have[r.labels["gpu_uuid"]] = have.get(r.labels["gpu_uuid"], 0) + 1
+    extra: list[Reading] = []
+    for r in tick.readings:
+        if r.kind is not Kind.GPU:
+            continue
+        uuid = r.labels["gpu_uuid"]
+        index = int(r.labels.get("gpu_index", "0"))
+        for n in range(have.get(uuid, 0), per_gpu):
+            user = USERS[(index + n) % len(USERS)]
+            labels = {
+                **{k: r.labels[k] for k in ("host", "gpu_uuid", "gpu_index", "gpu_model")},
+                "pid": str(EXTRA_PID_BASE + index * 100 + n),
+                "process_name": f"python worker_{n}.py",
+                "user": user,
+                "job_id": f"bench-{index}",
+                "container": "worker",
+                "engine": "pytorch",
+            }
+            used = float((n + 1) * 512 * 1024**2 + (tick.ts // NS % 7) * 1024**2)
+            extra.append(
+                Reading(
+                    Kind.PROCESS,
+                    tick.ts,
+                    labels,
+                    {"process_memory_used_bytes": used, "process_sm_util_ratio": 0.1 * n},
+                )
+            )
+    return TickResult(tick.ts, tick.lag_s, tick.outcomes, [*tick.readings, *extra])
+
+
+async def measure(
+    feed: TopFeed, clock: FakeClock, refreshes: int, per_gpu: int
+) -> dict[str, float]:
+    """Median milliseconds of each timing (see the module doc)."""
+    app = TopApp(feed, poll_s=3600.0)
+    update: list[float] = []
+    frame: list[float] = []
+    full: list[float] = []
+    idle: list[float] = []
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        for i in range(refreshes):
+            now = clock.now_ns() + NS
+            clock.set(now)
+            feed.on_tick(pad(feed.scheduler.tick(now), per_gpu))
+            await pilot.pause()
+            cold = i % 2 == 0
+            if cold:  # forget every rendered line and redraw the tables whole
+                for table in app.query(RowTable):
+                    table.notify_style_update()
+                    table.refresh()
+            t0 = time.perf_counter()
+            app.refresh_view()
+            t1 = time.perf_counter()
+            await pilot._wait_for_screen()  # handle the messages the update posted
+            screen._on_timer_update()  # render what is dirty, as the screen's timer does
+            (full if cold else frame).append(time.perf_counter() - t0)
+            update.append(t1 - t0)
+        for _ in range(refreshes // 2):  # the same steps with nothing changed
+            t0 = time.perf_counter()
+            await pilot._wait_for_screen()
+            screen._on_timer_update()
+            idle.append(time.perf_counter() - t0)
+        shown = len(app.view.gpus) if app.view else 0
+        procs = len(app.view.processes) if app.view else 0
+    return {
+        "gpus": shown,
+        "processes": procs,
+        "update_ms": statistics.median(update) * 1e3,
+        "frame_ms": statistics.median(frame) * 1e3,
+        "full_ms": statistics.median(full) * 1e3,
+        "update_max_ms": max(update) * 1e3,
+        "idle_ms": statistics.median(idle) * 1e3,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--refreshes", type=int, default=200)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--per-gpu", type=int, default=6)
+    args = parser.parse_args()
+
+    clock = FakeClock(START + 600 * NS)
+    fleet = SimulatedFleet(hosts=1, gpus_per_host=args.gpus, start_ns=START)
+    feed = TopFeed(
+        session.fleet_collectors(fleet, clock), clock, state_window_s=60.0, refresh_every=10**9
+    )
+    for _ in range(10):
+        clock.set(clock.now_ns() + NS)
+        feed.on_tick(pad(feed.scheduler.tick(clock.now_ns()), args.per_gpu))
+    t0 = time.perf_counter()
+    feed.refresh()
+    classify_ms = (time.perf_counter() - t0) * 1e3
+    result = asyncio.run(measure(feed, clock, args.refreshes, args.per_gpu))
+    feed.close()
+
+    print(
+        f"{result['gpus']:.0f} GPUs, {result['processes']:.0f} processes, "
+        f"median of {args.refreshes} refreshes (half of them cold)\n"
+    )
+    print("| step | median ms |")
+    print("|---|---|")
+    print(f"| update: snapshot + view model + widgets | {result['update_ms']:.2f} |")
+    print(f"| update + frame (changed regions) | {result['frame_ms']:.2f} |")
+    print(f"| update + cold frame (no line reused) | {result['full_ms']:.2f} |")
+    print(f"| update, slowest | {result['update_max_ms']:.2f} |")
+    print(
+        f"| the frame steps with nothing changed (event-loop overhead) | {result['idle_ms']:.2f} |"
+    )
+    print(f"| state classification (feed thread, every 5 s; not a redraw) | {classify_ms:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
