@@ -77,6 +77,7 @@ class AgentContext:
     token: str | None = None
     trace_dirs: tuple[Path, ...] = ()
     max_upload_bytes: int = 256 * 1024 * 1024
+    exposition: Callable[[], bytes] | None = None  # /metrics text; else from `registry`
     _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _store: Store | None = field(default=None, repr=False)
 
@@ -96,7 +97,10 @@ class AgentContext:
 
 
 def context_from_config(
-    cfg: Config, live: LiveState | None, registry: CollectorRegistry | None
+    cfg: Config,
+    live: LiveState | None,
+    registry: CollectorRegistry | None,
+    exposition: Callable[[], bytes] | None = None,
 ) -> AgentContext:
     """An AgentContext with the prices, carbon region, quotas and thresholds of `cfg`."""
     return AgentContext(
@@ -110,6 +114,7 @@ def context_from_config(
         token=cfg.get("agent.token") or None,
         trace_dirs=tuple(Path(p) for p in cfg.get("agent.trace_dirs")),
         max_upload_bytes=int(cfg.get("agent.max_upload_bytes")),
+        exposition=exposition,
     )
 
 
@@ -139,8 +144,12 @@ class Agent:
             dcgm_names=bool(cfg.get("agent.dcgm_names")),
             pid_labels=bool(cfg.get("agent.pid_labels")),
         )
-        self.registry = exporter.registry(self.live.snapshot, session.prices(cfg), options)
-        self.context = context_from_config(cfg, self.live, self.registry)
+        self.collector = exporter.LiveCollector(self.live.snapshot, session.prices(cfg), options)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self.context = context_from_config(
+            cfg, self.live, self.registry, exposition=self.collector.exposition
+        )
         self.stop = threading.Event()
         self.errors: list[str] = []
         self._refresh_every = max(1, round(5.0 / cfg.get("collect.interval_seconds")))

@@ -46,6 +46,23 @@ ATTRIBUTION: tuple[str, ...] = (
     "engine",
 )
 
+#: labels a waste counter is kept per: the GPU and who held it (a new job is a new series)
+WASTE_LABELS: tuple[str, ...] = (
+    "host",
+    "gpu_uuid",
+    "gpu_index",
+    "gpu_model",
+    "mig_instance",
+    "mig_profile",
+    "job_id",
+    "user",
+    "project",
+    "team",
+    "engine",
+)
+#: a waste counter not increased for this long (its job ended) is dropped from the exposition
+WASTE_FORGET_S = 3600.0
+
 
 def gpu_key(labels: Mapping[str, str]) -> tuple[str, str, str]:
     """(host, gpu_uuid, mig_instance) of a GPU reading or frame row; '' where absent."""
@@ -91,7 +108,8 @@ class CollectorHealth:
 
 @dataclass(frozen=True, slots=True)
 class WasteCounter:
-    """Wasted GPU-seconds of one GPU entity for one cause, summed over closed intervals."""
+    """Wasted GPU-seconds of one GPU entity and the job holding it, for one cause, summed over
+    closed intervals (kept until an hour after its last increase)."""
 
     labels: dict[str, str]
     cause: str
@@ -127,6 +145,7 @@ class LiveState:
         states: Thresholds | None = None,
         prices: Prices | None = None,
         region: str | float = DEFAULT_REGION,
+        waste_forget_s: float = WASTE_FORGET_S,
     ) -> None:
         if state_window_s <= 0 or keep_s < state_window_s:
             raise ValueError("need 0 < state_window_s <= keep_s")
@@ -135,6 +154,7 @@ class LiveState:
         self.states = states
         self.prices = prices
         self.region = region
+        self.waste_forget_ns = round(waste_forget_s * NS)
         self._lock = threading.Lock()
         self._gpus: dict[tuple[str, str, str], Reading] = {}
         self._processes: list[Reading] = []
@@ -143,6 +163,7 @@ class LiveState:
         self._ts: int | None = None
         self._analysis: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._waste: dict[tuple[tuple[tuple[str, str], ...], str], float] = {}
+        self._waste_seen: dict[tuple[tuple[tuple[str, str], ...], str], int] = {}
         self._counted_until_ns: int | None = None
         self._findings: list[Finding] = []
         self._findings_ts: int | None = None
@@ -235,12 +256,14 @@ class LiveState:
                 if wasted is None or wasted <= 0:
                     continue
                 labels = tuple(
-                    (k, str(row[k]))
-                    for k in ("host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance")
-                    if row.get(k) not in (None, "")
+                    (k, str(row[k])) for k in WASTE_LABELS if row.get(k) not in (None, "")
                 )
                 key2 = (labels, str(row.get("waste_cause") or "other"))
                 self._waste[key2] = self._waste.get(key2, 0.0) + float(wasted)
+                self._waste_seen[key2] = latest
+            forget = latest - self.waste_forget_ns
+            for stale in [k for k, seen in self._waste_seen.items() if seen < forget]:
+                del self._waste[stale], self._waste_seen[stale]
             self._counted_until_ns = max(counted or 0, closed_before)
         return annotated
 
@@ -305,7 +328,7 @@ def _fresher(row: Mapping[str, Any], have: Mapping[str, Any], closed_before: int
     """Whether `row` shows a GPU's state better than `have`: closed beats filling, then newer."""
     row_closed, have_closed = row["start_ns"] < closed_before, have["start_ns"] < closed_before
     if row_closed != have_closed:
-        return row_closed
+        return bool(row_closed)
     return bool(row["start_ns"] > have["start_ns"])
 
 

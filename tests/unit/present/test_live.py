@@ -3,8 +3,11 @@ counted once per closed interval, and snapshots are plain copies."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from gpulens.model import Kind
 from gpulens.present.live import LiveState, gpu_key
 
 from .sim import NS, START, fleet, ticks
@@ -65,6 +68,22 @@ def test_waste_counts_closed_intervals_once() -> None:
     # GPU wasted all 60 s of each, counted once however often refresh ran
     assert {round(w.seconds) for w in idle} == {240}
     assert totals == sorted(totals)  # a counter never goes down
+
+
+def test_a_finished_jobs_waste_counter_is_forgotten() -> None:
+    sim = fleet(hosts=1, gpus_per_host=4, seed=0, scenarios=["idle_allocated"])
+    live = LiveState(state_window_s=60, keep_s=300, waste_forget_s=120)
+    for i, tick in enumerate(ticks(sim, 600, 1080)):
+        if tick.ts >= START + 780 * NS:  # the notebook's process is gone from here on
+            kept = [r for r in tick.readings if r.kind is not Kind.PROCESS]
+            tick = replace(tick, readings=kept)
+        live.on_tick(tick)
+        if i % 30 == 0:
+            live.refresh()
+    live.refresh()
+    jobs = {w.labels.get("job_id") for w in live.snapshot().waste}
+    # its last increase was over 120 s ago; the memory it left behind still counts, unowned
+    assert jobs == {None}
 
 
 def test_snapshot_before_any_tick_is_empty() -> None:
