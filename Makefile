@@ -48,6 +48,7 @@ bench: $(RUNTIME)
 
 docs: $(RUNTIME)
 	$(BIN)/python -m gpulens.present.docs
+	$(BIN)/python -m gpulens.present.prom_rules
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -21,6 +21,8 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench_dcgm_parse.py", [], []),
     ("bench_frames.py", [], ["--quick"]),
     ("bench_rollups.py", [], ["--quick", "--runs", "1"]),
+    ("bench_scrape.py", ["--scrapes", "300"], ["--scrapes", "30"]),
+    ("bench_top.py", ["--refreshes", "400"], ["--refreshes", "40"]),
     ("traces.py", [], []),
 ]
 
