@@ -29,7 +29,6 @@ from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import MaintenanceThread, SegmentWriter, Store, WriterStats, maintain
 
-
 #: how long a simulated fleet started live (record, agent, top) has already been running
 SIMULATED_HISTORY_NS = 15 * 60 * 1_000_000_000
 

@@ -1,0 +1,58 @@
+"""View models of the web dashboard: store and live state in, plain dataclasses out.
+
+One module per page (fleet, gpu, workloads, people, findings, traces) plus the live "now"
+strip; `window` chooses the time window and its step, `common` runs the report pipeline once
+per window (`analyse_window`) for the pages to share, `service` ties them to an agent's
+context with a small cache. Front ends (the FastAPI routes and templates in `present.web`)
+render these and compute nothing.
+"""
+
+from __future__ import annotations
+
+from gpulens.present.dashboard.common import Analysed, Settings, analyse_window
+from gpulens.present.dashboard.findings import FindingsPage, findings_page
+from gpulens.present.dashboard.fleet import FleetPage, fleet_page
+from gpulens.present.dashboard.gpu import GpuEntry, GpuPage, UnknownGpu, gpu_list, gpu_page
+from gpulens.present.dashboard.now import NowStrip, now_strip
+from gpulens.present.dashboard.people import PeoplePage, people_page
+from gpulens.present.dashboard.traces import (
+    TraceEntry,
+    TracePage,
+    TracePathError,
+    list_traces,
+    resolve_trace,
+    trace_page,
+)
+from gpulens.present.dashboard.window import RANGES, Window, choose_step, resolve
+from gpulens.present.dashboard.workloads import WorkloadsPage, workloads_page
+
+__all__ = [
+    "RANGES",
+    "Analysed",
+    "FindingsPage",
+    "FleetPage",
+    "GpuEntry",
+    "GpuPage",
+    "NowStrip",
+    "PeoplePage",
+    "Settings",
+    "TraceEntry",
+    "TracePage",
+    "TracePathError",
+    "UnknownGpu",
+    "Window",
+    "WorkloadsPage",
+    "analyse_window",
+    "choose_step",
+    "findings_page",
+    "fleet_page",
+    "gpu_list",
+    "gpu_page",
+    "list_traces",
+    "now_strip",
+    "people_page",
+    "resolve",
+    "resolve_trace",
+    "trace_page",
+    "workloads_page",
+]

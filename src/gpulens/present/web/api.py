@@ -1,0 +1,262 @@
+"""The read-only JSON API: one endpoint per page's data, typed by the dashboard's view models
+(which FastAPI turns into the OpenAPI schema). Uploading a trace analyses it and stores
+nothing but the analysis, in memory, for the page to show."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import Path as PathParam
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from gpulens.errors import TraceFormatError
+from gpulens.findings.engine import RULES
+from gpulens.present.dashboard import (
+    FindingsPage,
+    FleetPage,
+    GpuEntry,
+    GpuPage,
+    NowStrip,
+    PeoplePage,
+    TraceEntry,
+    TracePage,
+    TracePathError,
+    UnknownGpu,
+    WorkloadsPage,
+)
+from gpulens.present.dashboard.findings import DEFAULT_LIMIT, MAX_LIMIT
+from gpulens.present.dashboard.service import Dashboard
+from gpulens.present.dashboard.window import WindowInfo
+from gpulens.present.web.params import (
+    FairnessBy,
+    Severity,
+    WindowQuery,
+    dashboard,
+    resolve_window,
+    window_query,
+)
+
+router = APIRouter(prefix="/api", tags=["dashboard"])
+
+Dash = Annotated[Dashboard, Depends(dashboard)]
+Win = Annotated[WindowQuery, Depends(window_query)]
+GpuId = Annotated[str, PathParam(min_length=1, max_length=128, description="The GPU's UUID.")]
+UPLOAD_CHUNK = 1 << 20
+
+
+class Problem(BaseModel):
+    """Why a request failed."""
+
+    detail: str
+
+
+class UploadResult(BaseModel):
+    """An analysed upload: `id` names it for `/api/traces/uploads/{id}` and `/traces?upload=`."""
+
+    id: str
+    size_bytes: int
+    page: TracePage
+
+
+Responses = dict[int | str, dict[str, Any]]
+NOT_FOUND: Responses = {404: {"model": Problem, "description": "Nothing by that name."}}
+TRACE_ERRORS: Responses = {
+    403: {"model": Problem, "description": "The name leads outside the trace directories."},
+    404: {"model": Problem, "description": "No such trace."},
+    413: {"model": Problem, "description": "Larger than agent.max_upload_bytes."},
+    422: {"model": Problem, "description": "Not a trace, or a malformed name."},
+}
+
+
+@router.get("/now", response_model=NowStrip, summary="The live state now")
+def now(dash: Dash) -> NowStrip:
+    """Fleet means, states and findings of the agent's last tick (`live` false without one)."""
+    return dash.now()
+
+
+@router.get("/window", response_model=WindowInfo, summary="The window a range resolves to")
+def window(dash: Dash, q: Win) -> WindowInfo:
+    """Start, end and step of the window the other endpoints would use for these parameters."""
+    return WindowInfo.of(resolve_window(dash, q))
+
+
+@router.get("/fleet", response_model=FleetPage, summary="Fleet page data")
+def fleet(dash: Dash, q: Win) -> FleetPage:
+    """Allocated versus useful GPU-hours, waste by cause (GPU-hours, money, kWh, CO2e), the
+    fleet over time and the GPU × time heatmap of useful work."""
+    return dash.fleet(resolve_window(dash, q))
+
+
+@router.get("/gpus", response_model=list[GpuEntry], summary="The GPUs of the store")
+def gpus(dash: Dash) -> list[GpuEntry]:
+    """Every GPU with readings over the newest day."""
+    return dash.gpus()
+
+
+@router.get(
+    "/gpus/{gpu_uuid}", response_model=GpuPage, responses=NOT_FOUND, summary="GPU page data"
+)
+def gpu(dash: Dash, gpu_uuid: GpuId, q: Win) -> GpuPage:
+    """One GPU's duty cycle, SM, tensor and DRAM activity, memory, power and clock, with
+    warm-ups and events."""
+    try:
+        return dash.gpu(gpu_uuid, resolve_window(dash, q))
+    except UnknownGpu as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from None
+
+
+@router.get("/workloads", response_model=WorkloadsPage, summary="Workloads page data")
+def workloads(dash: Dash, q: Win) -> WorkloadsPage:
+    """SM activity stacked by engine over time, efficiency per engine, engine migrations."""
+    return dash.workloads(resolve_window(dash, q))
+
+
+@router.get("/people", response_model=PeoplePage, summary="Jobs and users page data")
+def people(
+    dash: Dash,
+    q: Win,
+    by: Annotated[FairnessBy, Query(description="Groups fairness is shown for.")] = "team",
+) -> PeoplePage:
+    """A report card per job and per user, and fairness against quota."""
+    return dash.people(resolve_window(dash, q), by)
+
+
+@router.get("/findings", response_model=FindingsPage, summary="Findings page data")
+def findings(
+    dash: Dash,
+    q: Win,
+    severity: Annotated[Severity | None, Query(description="Only this severity.")] = None,
+    rule: Annotated[
+        str | None,
+        Query(max_length=64, description=f"Only this rule: one of {', '.join(RULES)}."),
+    ] = None,
+    limit: Annotated[int, Query(ge=0, le=MAX_LIMIT, description="Most findings listed.")] = (
+        DEFAULT_LIMIT
+    ),
+) -> FindingsPage:
+    """The window's findings, largest impact first, with evidence, impact, fix and the GPU
+    chart window each comes from."""
+    if rule is not None and rule not in RULES:
+        raise HTTPException(
+            status_code=422, detail=f"rule {rule!r} is not one of {', '.join(RULES)}"
+        )
+    return dash.findings(resolve_window(dash, q), severity, rule, limit)
+
+
+@router.get("/traces", response_model=list[TraceEntry], summary="Traces that can be opened")
+def traces(dash: Dash) -> list[TraceEntry]:
+    """Trace files and rank directories under the configured `agent.trace_dirs`."""
+    return dash.trace_list()
+
+
+def trace_error(
+    exc: Exception, shown: str | None = None, hidden: Path | None = None
+) -> HTTPException:
+    """The HTTP error for a trace that cannot be opened or analysed; `hidden` (a server path)
+    is replaced by `shown` in the message."""
+    message = str(exc)
+    if hidden is not None and shown is not None:
+        message = message.replace(str(hidden), shown)
+    status = exc.status if isinstance(exc, TracePathError) else 422
+    return HTTPException(status_code=status, detail=message)
+
+
+@router.get(
+    "/traces/analysis",
+    response_model=TracePage,
+    responses=TRACE_ERRORS,
+    summary="A trace's analysis",
+)
+def trace_analysis(
+    dash: Dash,
+    name: Annotated[
+        str, Query(min_length=1, max_length=1024, description="As /api/traces lists it.")
+    ],
+    dir_: Annotated[
+        int, Query(alias="dir", ge=0, le=1000, description="Trace directory index.")
+    ] = 0,
+) -> TracePage:
+    """Analyse a listed trace (a file, or a directory of one job's ranks)."""
+    try:
+        return dash.trace(dir_, name)
+    except (TracePathError, TraceFormatError) as exc:
+        raise trace_error(exc) from None
+
+
+def upload_file_name(name: str) -> str:
+    """A safe local file name for an upload called `name` (what the analysis will show)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")[:200]
+    return safe or "upload.json"
+
+
+@router.post(
+    "/traces/upload",
+    response_model=UploadResult,
+    responses=TRACE_ERRORS,
+    summary="Analyse an uploaded trace",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+)
+async def upload(
+    request: Request,
+    dash: Dash,
+    name: Annotated[
+        str,
+        Query(
+            min_length=1, max_length=255, pattern=r"^[^/\\\x00]+$", description="File name shown."
+        ),
+    ] = "upload.json",
+) -> UploadResult:
+    """The raw trace file (JSON or gzip) as the body; at most `agent.max_upload_bytes`."""
+    limit = dash.ctx.max_upload_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"the upload is {int(declared):,} bytes; the limit is {limit:,}")
+    digest = hashlib.sha256()
+    size = 0
+    with tempfile.TemporaryDirectory(prefix="gpulens-upload-") as tmp:
+        path = Path(tmp) / upload_file_name(name)
+        with path.open("wb") as out:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise HTTPException(413, f"the upload exceeds the limit of {limit:,} bytes")
+                digest.update(chunk)
+                out.write(chunk)
+        if size == 0:
+            raise HTTPException(422, "the upload is empty: send the trace file as the body")
+        upload_id = digest.hexdigest()[:32]
+        try:
+            page = await run_in_threadpool(dash.analyse_upload, path, name, upload_id)
+        except TraceFormatError as exc:
+            raise trace_error(exc, name, path) from None
+    return UploadResult(id=upload_id, size_bytes=size, page=page)
+
+
+@router.get(
+    "/traces/uploads/{upload_id}",
+    response_model=TracePage,
+    responses=NOT_FOUND,
+    summary="An uploaded trace's analysis",
+)
+def uploaded(
+    dash: Dash,
+    upload_id: Annotated[str, PathParam(pattern=r"^[0-9a-f]{32}$")],
+) -> TracePage:
+    """The analysis of a recent upload (kept in memory; gone after a restart)."""
+    page = dash.uploaded(upload_id)
+    if page is None:
+        raise HTTPException(404, f"no recent upload {upload_id!r}: upload the trace again")
+    return page

@@ -1,0 +1,384 @@
+"""The dashboard's HTML pages: each renders one dashboard view model with a template and hands
+its plotly figures (web/charts.py) to static/app.js; `/charts/...` serves the same figures
+for the pages' periodic refresh."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from jinja2 import Environment, FileSystemLoader, Undefined, select_autoescape
+
+from gpulens.errors import TraceFormatError
+from gpulens.present.dashboard import RANGES, TracePathError, UnknownGpu
+from gpulens.present.dashboard.people import FAIRNESS_BY
+from gpulens.present.dashboard.service import Dashboard
+from gpulens.present.dashboard.window import DEFAULT_RANGE, Window
+from gpulens.present.web import charts
+from gpulens.present.web.api import trace_error
+from gpulens.present.web.params import (
+    FairnessBy,
+    Severity,
+    WindowQuery,
+    dashboard,
+    resolve_window,
+    window_query,
+)
+
+TEMPLATES = Path(__file__).parent / "templates"
+NAV: tuple[tuple[str, str, str], ...] = (
+    ("fleet", "/", "Fleet"),
+    ("gpus", "/gpus", "GPUs"),
+    ("workloads", "/workloads", "Workloads"),
+    ("people", "/people", "Jobs and users"),
+    ("findings", "/findings", "Findings"),
+    ("traces", "/traces", "Traces"),
+)
+NOW_EVERY_S = 5
+REFRESH_EVERY_S = 60
+
+router = APIRouter(include_in_schema=False)
+Dash = Annotated[Dashboard, Depends(dashboard)]
+Win = Annotated[WindowQuery, Depends(window_query)]
+
+
+# -- formatting (templates only format; every figure comes from the view models) ---------------
+
+
+def _missing(x: Any) -> bool:
+    return x is None or isinstance(x, Undefined)
+
+
+def _num(x: Any, digits: int = 1) -> str:
+    return "–" if _missing(x) else f"{x:,.{digits}f}"
+
+
+def _pct(x: Any) -> str:
+    return "–" if _missing(x) else f"{100 * x:.0f}%"
+
+
+def _money(x: Any, currency: str = "USD") -> str:
+    return "–" if _missing(x) else f"{x:,.2f} {currency}"
+
+
+def _ts(ns: Any, seconds: bool = False) -> str:
+    if _missing(ns):
+        return "–"
+    fmt = "%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC"
+    return datetime.fromtimestamp(int(ns) / 1e9, UTC).strftime(fmt)
+
+
+def _duration(seconds: Any) -> str:
+    s = float(seconds)
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.0f} h"
+    return f"{s / 86400:.0f} d"
+
+
+def _filesize(n: Any) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
+_SUBJECT_KEYS = ("job_id", "user", "engine", "host", "gpu_index", "trace", "rank", "event")
+
+
+def _subject(subject: Mapping[str, Any]) -> str:
+    keys = [k for k in _SUBJECT_KEYS if k in subject] or list(subject)[:4]
+    return ", ".join(f"{k}={subject[k]}" for k in keys)
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        num=_num, pct=_pct, money=_money, ts=_ts, duration=_duration, filesize=_filesize
+    )
+    env.globals.update(
+        nav=NAV,
+        ranges=list(RANGES),
+        subject=_subject,
+        fairness_by=FAIRNESS_BY,
+        default_range=DEFAULT_RANGE,
+    )
+    return env
+
+
+ENV = environment()
+
+
+def _query_builder(request: Request) -> Callable[..., str]:
+    def with_query(path: str | None = None, **changes: Any) -> str:
+        params = dict(request.query_params)
+        params.pop("token", None)
+        for key, value in changes.items():
+            if value is None:
+                params.pop(key, None)
+            else:
+                params[key] = str(value)
+        query = urlencode(params)
+        return (path or request.url.path) + (f"?{query}" if query else "")
+
+    return with_query
+
+
+def _gpu_href(request: Request) -> Callable[..., str]:
+    keep = {k: v for k, v in request.query_params.items() if k in ("range", "points")}
+
+    def gpu_href(uuid: str, start_ns: int | None = None, end_ns: int | None = None) -> str:
+        params = dict(keep)
+        if start_ns is not None and end_ns is not None:
+            params = {"start_ns": str(start_ns), "end_ns": str(end_ns)}
+        query = urlencode(params)
+        return f"/gpus/{quote(uuid, safe='')}" + (f"?{query}" if query else "")
+
+    return gpu_href
+
+
+def render(
+    request: Request,
+    template: str,
+    *,
+    active: str,
+    title: str,
+    figures: Mapping[str, Any] | None = None,
+    window: Window | None = None,
+    refresh: str | None = None,
+    status: int = 200,
+    **context: Any,
+) -> HTMLResponse:
+    """A page: the template, its figures for app.js, and the refresh URL of a relative range."""
+    page_data = {
+        "figures": figures or {},
+        "refresh": refresh if window is not None and window.range else None,
+        "now_every_s": NOW_EVERY_S,
+        "refresh_every_s": REFRESH_EVERY_S,
+    }
+    html = ENV.get_template(template).render(
+        request=request,
+        active=active,
+        title=title,
+        window=window,
+        page_data=page_data,
+        with_query=_query_builder(request),
+        gpu_href=_gpu_href(request),
+        notes=context.pop("notes", []),
+        **context,
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    return render(
+        request,
+        "error.html",
+        active="",
+        title=str(status),
+        status=status,
+        code=status,
+        message=message,
+    )
+
+
+def _charts_url(request: Request) -> str:
+    query = request.url.query
+    return "/charts" + request.url.path.rstrip("/") + (f"?{query}" if query else "")
+
+
+# -- pages -------------------------------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+def fleet(request: Request, dash: Dash, q: Win) -> HTMLResponse:
+    w = resolve_window(dash, q)
+    page = dash.fleet(w)
+    return render(
+        request,
+        "fleet.html",
+        active="fleet",
+        title="Fleet",
+        window=w,
+        page=page,
+        figures=charts.fleet_figures(page),
+        refresh="/charts/fleet" + _query(request),
+        notes=page.notes,
+    )
+
+
+@router.get("/fleet", response_class=RedirectResponse)
+def fleet_alias(request: Request) -> RedirectResponse:
+    return RedirectResponse("/" + _query(request))
+
+
+@router.get("/gpus", response_class=HTMLResponse)
+def gpus(request: Request, dash: Dash) -> HTMLResponse:
+    return render(request, "gpus.html", active="gpus", title="GPUs", gpus=dash.gpus())
+
+
+@router.get("/gpus/{gpu_uuid}", response_class=HTMLResponse)
+def gpu(request: Request, dash: Dash, gpu_uuid: str, q: Win) -> HTMLResponse:
+    w = resolve_window(dash, q)
+    try:
+        page = dash.gpu(gpu_uuid, w)
+    except UnknownGpu as exc:
+        raise HTTPException(404, str(exc)) from None
+    return render(
+        request,
+        "gpu.html",
+        active="gpus",
+        title=f"GPU {page.label}",
+        window=w,
+        page=page,
+        figures=charts.gpu_figures(page),
+        refresh=_charts_url(request),
+        notes=page.notes,
+    )
+
+
+@router.get("/workloads", response_class=HTMLResponse)
+def workloads(request: Request, dash: Dash, q: Win) -> HTMLResponse:
+    w = resolve_window(dash, q)
+    page = dash.workloads(w)
+    return render(
+        request,
+        "workloads.html",
+        active="workloads",
+        title="Workloads",
+        window=w,
+        page=page,
+        figures=charts.workloads_figures(page),
+        refresh=_charts_url(request),
+        notes=page.notes,
+    )
+
+
+@router.get("/people", response_class=HTMLResponse)
+def people(request: Request, dash: Dash, q: Win, by: FairnessBy = "team") -> HTMLResponse:
+    w = resolve_window(dash, q)
+    page = dash.people(w, by)
+    return render(
+        request,
+        "people.html",
+        active="people",
+        title="Jobs and users",
+        window=w,
+        page=page,
+        currency=page.currency,
+        figures=charts.people_figures(page),
+        refresh=_charts_url(request),
+        notes=page.notes,
+    )
+
+
+@router.get("/findings", response_class=HTMLResponse)
+def findings(
+    request: Request,
+    dash: Dash,
+    q: Win,
+    severity: Severity | None = None,
+    rule: Annotated[str | None, Query(max_length=64)] = None,
+) -> HTMLResponse:
+    w = resolve_window(dash, q)
+    page = dash.findings(w, severity, rule)
+    return render(
+        request,
+        "findings.html",
+        active="findings",
+        title="Findings",
+        window=w,
+        page=page,
+        severity=severity,
+        rule=rule,
+        figures=charts.findings_figures(page),
+        refresh=_charts_url(request),
+        notes=page.notes,
+    )
+
+
+@router.get("/traces", response_class=HTMLResponse)
+def traces(
+    request: Request,
+    dash: Dash,
+    name: Annotated[str | None, Query(max_length=1024)] = None,
+    dir_: Annotated[int, Query(alias="dir", ge=0, le=1000)] = 0,
+    upload: Annotated[str | None, Query(pattern=r"^[0-9a-f]{32}$")] = None,
+) -> HTMLResponse:
+    trace, error, status = None, None, 200
+    if upload is not None:
+        trace = dash.uploaded(upload)
+        if trace is None:
+            error, status = "That upload is no longer kept: upload the trace again.", 404
+    elif name:
+        try:
+            trace = dash.trace(dir_, name)
+        except (TracePathError, TraceFormatError) as exc:
+            http = trace_error(exc)
+            error, status = str(http.detail), http.status_code
+    return render(
+        request,
+        "traces.html",
+        active="traces",
+        title="Traces",
+        trace=trace,
+        error=error,
+        entries=dash.trace_list(),
+        max_upload=dash.ctx.max_upload_bytes,
+        status=status,
+        figures=charts.trace_figures(trace) if trace is not None else None,
+    )
+
+
+def _query(request: Request) -> str:
+    return f"?{request.url.query}" if request.url.query else ""
+
+
+# -- figures for the periodic refresh ----------------------------------------------------------
+
+
+@router.get("/charts/fleet")
+def fleet_charts(dash: Dash, q: Win) -> JSONResponse:
+    return JSONResponse({"figures": charts.fleet_figures(dash.fleet(resolve_window(dash, q)))})
+
+
+@router.get("/charts/gpus/{gpu_uuid}")
+def gpu_charts(dash: Dash, gpu_uuid: str, q: Win) -> JSONResponse:
+    try:
+        page = dash.gpu(gpu_uuid, resolve_window(dash, q))
+    except UnknownGpu as exc:
+        raise HTTPException(404, str(exc)) from None
+    return JSONResponse({"figures": charts.gpu_figures(page)})
+
+
+@router.get("/charts/workloads")
+def workloads_charts(dash: Dash, q: Win) -> JSONResponse:
+    page = dash.workloads(resolve_window(dash, q))
+    return JSONResponse({"figures": charts.workloads_figures(page)})
+
+
+@router.get("/charts/people")
+def people_charts(dash: Dash, q: Win, by: FairnessBy = "team") -> JSONResponse:
+    page = dash.people(resolve_window(dash, q), by)
+    return JSONResponse({"figures": charts.people_figures(page)})
+
+
+@router.get("/charts/findings")
+def findings_charts(dash: Dash, q: Win) -> JSONResponse:
+    page = dash.findings(resolve_window(dash, q))
+    return JSONResponse({"figures": charts.findings_figures(page)})
