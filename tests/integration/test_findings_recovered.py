@@ -1,7 +1,7 @@
 """End to end: every simulated scenario's expected findings, and the real dcgm-exporter pages.
 
-One 4 × 4 simulated fleet runs all nine scenarios for two hours (long enough to fit the
-leak's slope), generated once for the module through the real collector path into a
+One 4 × 4 simulated fleet runs all nine scenarios and the extra light-inference one for two
+hours (long enough to fit the leak's slope), generated once for the module through the real collector path into a
 temporary store; the 60 s interval frame goes through `build_context` and `run_rules`. The
 scenarios are placed so that the input-bound job, whose data pipeline saturates its host's
 CPU, shares its host only with jobs whose state outranks input_bound (throttled, idle): the
@@ -31,7 +31,7 @@ SPAN_S = 2 * 3600
 STEP_S = 60.0
 NS = 1_000_000_000
 # First-fit placement: 4-GPU jobs on hosts 0 and 1, then four singles on host 2 and the rest
-# (input-bound with throttled and idle, which outrank it) on host 3.
+# (input-bound with throttled and idle, which outrank it, and the light inference) on host 3.
 ORDER = [
     "healthy_training",
     "straggler_ddp",
@@ -42,6 +42,7 @@ ORDER = [
     "input_bound_training",
     "throttled",
     "idle_allocated",
+    "light_inference",  # not in the default mix: the over-provisioned ("GPU too powerful") job
 ]
 # The simulation's name for a finding → the rule that reports it.
 ALIASES = {"move_to_tensorrt": "engine_migration"}
@@ -134,6 +135,16 @@ def test_memory_leak_projects_the_out_of_memory_time(fleet: Fleet) -> None:
     horizon = expected["oom_at_ns"] - leak.window[1]
     assert values["oom_at_ns"] == pytest.approx(expected["oom_at_ns"], abs=0.05 * horizon)
     assert leak.severity is Severity.WARNING  # hours away: not yet critical
+
+
+def test_light_inference_is_only_overprovisioned(fleet: Fleet) -> None:
+    found, truth = fleet
+    job = _job(truth, "light_inference")
+    mine = _of_job(found, job["job_id"])
+    assert {f.rule_id for f in mine} & EFFICIENCY == {"overprovisioned"}
+    (over,) = [f for f in mine if f.rule_id == "overprovisioned"]
+    # 3 GiB (plus margin) and a tenth of the SMs fit the smallest H100 80GB slice
+    assert "1g.10gb" in over.recommendation
 
 
 def test_tensorrt_inference_has_no_warning(fleet: Fleet) -> None:

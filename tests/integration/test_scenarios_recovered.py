@@ -20,7 +20,7 @@ from gpulens.analyze.efficiency import classify
 from gpulens.analyze.schema import ALL_COLUMNS, STATES
 from gpulens.collect.dcgm.parse import parse_exposition
 from gpulens.collect.simulated import SimulatedFleet
-from gpulens.collect.simulated.scenarios import SCENARIOS
+from gpulens.collect.simulated.scenarios import EXTRA_SCENARIOS, SCENARIOS
 from gpulens.config import load_config
 from gpulens.present.generate import generate
 from gpulens.store import SegmentWriter, Store
@@ -32,7 +32,7 @@ STEP_S = 60.0
 NS = 1_000_000_000
 
 
-@pytest.fixture(scope="module", params=SCENARIOS)
+@pytest.fixture(scope="module", params=(*SCENARIOS, *EXTRA_SCENARIOS))
 def scenario(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, pa.Table, list[dict[str, Any]]]:

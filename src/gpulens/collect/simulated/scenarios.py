@@ -405,6 +405,49 @@ def fp32_training(gpus: int) -> JobSpec:
     )
 
 
+def light_inference(gpus: int) -> JobSpec:
+    """A small model served at a low request rate on a whole H100: kernels run about a tenth
+    of the time and 3 GiB of 80 are used ("GPU too powerful": a MIG slice would do)."""
+    forward = Phase(
+        "forward",
+        0.03,
+        kernel_us=120,
+        gap_us=4.0,
+        sm_cover=0.7,
+        occupancy=0.35,
+        tensor=0.35,
+        fp32=0.05,
+        fp16=0.1,
+        dram=0.4,
+        pcie_rx=1e8,
+        pcie_tx=2e7,
+        cpu_cores=0.5,
+    )
+    wait = replace(IDLE_PHASE, name="wait_for_requests", seconds=0.27, cpu_cores=0.05)
+    load = Phase("load_weights", 4.0, copy=0.6, pcie_rx=2e9, cpu_cores=1.0, disk_read=5e8)
+    warm = StageSpec("warmup", 60.0, (load, replace(forward, seconds=2.0)), 3 * GIB, 0.3 * GIB)
+    steady = steady_stage((wait, forward), 3 * GIB, 8)
+    app = replace(_SERVE_APP, latency_p50_s=0.031, latency_p99_s=0.052)
+    return JobSpec(
+        "light_inference",
+        ((warm, steady),) * gpus,
+        "pytorch",
+        "python serve_classifier.py",
+        "support-bot",
+        "assistant",
+        "server",
+        "torch 2.5.1+cu124",
+        "busy",
+        ("overprovisioned",),
+        app,
+        4 * GIB,
+        network_bytes_per_sample=(2048.0, 512.0),
+    )
+
+
+#: scenarios a fleet runs only when asked for by name (not in the default mix)
+EXTRA_SCENARIOS: tuple[str, ...] = ("light_inference",)
+
 # name → (builder, preferred GPUs, minimum GPUs)
 BUILDERS: Mapping[str, tuple[Callable[[int], JobSpec], int, int]] = {
     "healthy_training": (healthy_training, 4, 2),
@@ -416,6 +459,7 @@ BUILDERS: Mapping[str, tuple[Callable[[int], JobSpec], int, int]] = {
     "memory_leak": (memory_leak, 1, 1),
     "throttled": (throttled, 1, 1),
     "fp32_training": (fp32_training, 1, 1),
+    "light_inference": (light_inference, 1, 1),
 }
 
 
@@ -423,4 +467,5 @@ def check_names(names: list[str]) -> None:
     """Raise ValueError naming an unknown scenario and listing the valid ones."""
     for name in names:
         if name not in BUILDERS:
-            raise ValueError(f"unknown scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
+            known = ", ".join((*SCENARIOS, *EXTRA_SCENARIOS))
+            raise ValueError(f"unknown scenario {name!r}: expected one of {known}")
