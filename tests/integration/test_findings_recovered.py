@@ -1,8 +1,9 @@
 """End to end: every simulated scenario's expected findings, and the real dcgm-exporter pages.
 
 One 4 × 4 simulated fleet runs all nine scenarios and the extra light-inference one for two
-hours (long enough to fit the leak's slope), generated once for the module through the real collector path into a
-temporary store; the 60 s interval frame goes through `build_context` and `run_rules`. The
+hours (long enough to fit the leak's slope), generated once for the module through the real
+collector path into a temporary store; the 60 s interval frame goes through `build_context`
+and `run_rules`. The
 scenarios are placed so that the input-bound job, whose data pipeline saturates its host's
 CPU, shares its host only with jobs whose state outranks input_bound (throttled, idle): the
 host CPU is a host-wide signal. The real pages are dcgm-exporter captures from the CNCF
