@@ -271,6 +271,32 @@ def test_report_in_every_format(
     assert "duty cycle (nvidia-smi)" in term.stdout
 
 
+@pytest.mark.parametrize("by", ["user", "team"])
+def test_report_flags_groups_over_their_quota(
+    demo_store: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path, by: str
+) -> None:
+    data, _ = demo_store
+    truth = json.loads((data / "ground_truth.json").read_text())
+    jobs = [j for j in truth if j["pids"]]
+    groups = sorted({j[by] for j in jobs})
+    cfg = tmp_path / "quotas.toml"
+    quotas = ", ".join(f'"{g}=1"' for g in groups)  # equal quotas for every group
+    cfg.write_text(f'[fairness]\nquota_by = "{by}"\nquotas = [{quotas}]\n')
+    result = run("report", "--data-dir", str(data), "--config", str(cfg), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    # independently: each group's GPUs × the time since its jobs started, as a share of all
+    end = doc["totals"]["end_ns"]
+    held = dict.fromkeys(groups, 0.0)
+    for j in jobs:
+        held[j[by]] += len(j["gpu_uuids"]) * (end - j["start_ns"])
+    total = sum(held.values())
+    expected = {g for g, h in held.items() if h / total >= 0.1 and (h / total) * len(groups) >= 1.5}
+    assert expected  # the 2-GPU jobs' users, the team running three jobs
+    flagged = {f["subject"][by] for f in doc["findings"] if f["rule_id"] == "unfair_share"}
+    assert flagged == expected
+
+
 def test_job_report_and_bad_time(demo_store: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     data, _ = demo_store
     truth = json.loads((data / "ground_truth.json").read_text())

@@ -304,9 +304,11 @@ def with_overrides(defaults: T, key: str, cfg: Config) -> T:
 
 def analysis_settings(cfg: Config) -> dict[str, Any]:
     """The threshold dataclasses for analysis and findings, with configured overrides."""
+    findings = with_overrides(FindingThresholds(), "thresholds.findings", cfg)
     return {
         "states": with_overrides(Thresholds(), "thresholds.states", cfg),
-        "finding_thresholds": with_overrides(FindingThresholds(), "thresholds.findings", cfg),
+        # quotas are set per `fairness.quota_by` group: judge shares by the same label
+        "finding_thresholds": replace(findings, unfair_by=cfg.get("fairness.quota_by")),
         "memory": with_overrides(MemorySettings(), "thresholds.memory", cfg),
     }
 
