@@ -5,12 +5,14 @@
 STORE is a store built by bench_frames.py (7 days × 64 GPUs at 1 s, with the frames cache of
 closed days written by its maintenance step). Reports the in-process `analyse` time (median)
 and the wall time of `gpulens report --format json` as a user runs it (Python start-up and
-imports included).
+imports included), with the machine's load average before and after (other work on a shared
+machine makes single runs noisy).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -29,6 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     inproc, cli = [], []
     findings = gpus = 0
+    load_before = os.getloadavg()[0]
     for _ in range(args.runs):
         with Store(args.dir) as store:
             t0 = time.perf_counter()
@@ -48,6 +51,12 @@ def main() -> None:
     print(f"| `analyse` in process, median of {args.runs} | {statistics.median(inproc):.2f} s |")
     print(f"| `gpulens report --format json`, wall, median of {args.runs} | "
           f"{statistics.median(cli):.2f} s |")  # fmt: skip
+    print(f"| each run, in process / command | {_list(inproc)} / {_list(cli)} |")
+    print(f"| load average (1 min) before / after | {load_before:.1f} / {os.getloadavg()[0]:.1f} |")
+
+
+def _list(seconds: list[float]) -> str:
+    return ", ".join(f"{s:.2f}" for s in seconds) + " s"
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ eager PyTorch from a torch.compile'd model, so "pytorch" is read as eager.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,13 +25,18 @@ import pyarrow as pa
 
 from gpulens.analyze._arrays import (
     Floats,
+    Ints,
+    first_rows,
     floats,
     group_ids,
     ints,
+    label_codes,
+    most_common,
     none_if_nan,
     not_warmup,
     rows_by_group,
-    strings,
+    rows_of,
+    split_at,
     weighted_mean,
 )
 
@@ -103,7 +107,8 @@ def engine_timeline(
 ) -> pa.Table:
     """Per (engine, bucket_ns): gpus, intervals, gpu_hours and step-weighted metric means."""
     if exclude_warmup:
-        frame = frame.filter(pa.array(not_warmup(frame)))
+        needed = ("engine", "start_ns", "step_s", "gpu_uuid", *TIMELINE_METRICS)
+        frame = rows_of(frame, not_warmup(frame), needed)
     bucket_ns = int(bucket_s * 1e9)
     start = ints(frame, "start_ns") if frame.num_rows else np.zeros(0, dtype=np.int64)
     buckets = (start // bucket_ns) * bucket_ns
@@ -115,15 +120,15 @@ def engine_timeline(
             len(TIMELINE_METRICS) + 1
         )
         return pa.schema(list(zip(names, types, strict=True))).empty_table()
-    first = np.array([g[0] for g in rows_by_group(ids, n)], dtype=np.int64)
-    engine = strings(frame, "engine")
+    first = first_rows(ids, n)
+    engine, engines = label_codes(frame, "engine")
     step = np.nan_to_num(floats(frame, "step_s"))
-    gpu_codes, _ = group_ids(frame, ("gpu_uuid",))
-    pairs = np.unique(np.stack([ids, gpu_codes], axis=1), axis=0)
+    gpu_codes, gpu_count = group_ids(frame, ("gpu_uuid",))
+    pairs = np.unique(ids * gpu_count + gpu_codes)
     cols: dict[str, object] = {
-        "engine": [engine[i] for i in first.tolist()],
+        "engine": pa.array([engines[c] for c in engine[first].tolist()], pa.string()),
         "bucket_ns": buckets[first],
-        "gpus": np.bincount(pairs[:, 0], minlength=n),
+        "gpus": np.bincount(pairs // gpu_count, minlength=n),
         "intervals": np.bincount(ids, minlength=n),
         "gpu_hours": np.bincount(ids, weights=step, minlength=n) / 3600.0,
     }
@@ -165,20 +170,64 @@ _MEASURES: tuple[tuple[str, bool, str], ...] = (
 )
 
 
-def _model_labels(frame: pa.Table, keys: tuple[str, ...]) -> list[str | None]:
-    cols: list[list[str | None]] = []
+def _model_keys(frame: pa.Table, keys: tuple[str, ...]) -> tuple[Ints, list[str | None]]:
+    """(code per row, label per code) of the model key: "project=embed, model_parameters=3.35e+08"
+    (floats to 4 significant digits), None where a key is missing; rows with the same label
+    share a code."""
+    n = frame.num_rows
+    if not keys or n == 0:
+        return np.zeros(n, dtype=np.int64), [None]
+    parts: list[tuple[Ints, list[str | None]]] = []
     for c in keys:
         if c in frame.column_names and pa.types.is_floating(frame.schema.field(c).type):
-            cols.append([None if v != v else f"{v:.4g}" for v in floats(frame, c).tolist()])
+            values = floats(frame, c)
+            uniq, code = np.unique(values, return_inverse=True)
+            texts = [None if v != v else f"{v:.4g}" for v in uniq.tolist()]
+            parts.append((np.asarray(code, dtype=np.int64).reshape(-1), texts))
         else:
-            cols.append(strings(frame, c))
-    out: list[str | None] = []
-    for i in range(frame.num_rows):
-        vals = [col[i] for col in cols]
-        if keys and all(v is not None for v in vals):
-            out.append(", ".join(f"{k}={v}" for k, v in zip(keys, vals, strict=True)))
+            parts.append(label_codes(frame, c))
+    combined = np.zeros(n, dtype=np.int64)
+    for code, texts in parts:
+        _, inverse = np.unique(combined * len(texts) + code, return_inverse=True)
+        combined = np.asarray(inverse, dtype=np.int64).reshape(-1)
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    labels: list[str | None] = []
+    index: dict[str | None, int] = {}
+    label_of = np.empty(first.size, dtype=np.int64)
+    for i, row in enumerate(first.tolist()):
+        vals = [texts[code[row]] for code, texts in parts]
+        if all(v is not None for v in vals):
+            label = ", ".join(f"{k}={v}" for k, v in zip(keys, vals, strict=True))
         else:
-            out.append(None)
+            label = None
+        label_of[i] = index.setdefault(label, len(labels))
+        if label_of[i] == len(labels):
+            labels.append(label)
+    return label_of[np.asarray(inverse).reshape(-1)], labels
+
+
+def _by_model(
+    engine: Ints,
+    engines: list[str | None],
+    model: Ints,
+    labels: list[str | None],
+    optimised: set[str],
+) -> dict[tuple[str, str], Ints]:
+    """(model, optimised engine) → its rows (ascending), in the order they first appear."""
+    fast = np.array([e is not None and e.lower() in optimised for e in engines], dtype=bool)
+    named = np.array([m is not None for m in labels], dtype=bool)
+    rows = np.flatnonzero(fast[engine] & named[model])
+    if rows.size == 0:
+        return {}
+    key = model[rows] * len(engines) + engine[rows]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    grouped = rows[np.argsort(inverse, kind="stable")]
+    parts = split_at(grouped, np.cumsum(np.bincount(inverse))[:-1])
+    out: dict[tuple[str, str], Ints] = {}
+    for k in np.argsort(first, kind="stable").tolist():
+        r = rows[first[k]]
+        out[(str(labels[model[r]]), str(engines[engine[r]]))] = parts[k]
     return out
 
 
@@ -190,56 +239,66 @@ def recommend_engine_migration(frame: pa.Table, settings: EngineSettings | None 
             "recommend_engine_migration needs the 'state' column of each interval; got columns "
             f"{frame.column_names!r}: run gpulens.analyze.efficiency.classify on the frame first"
         )
-    f = frame.filter(pa.array(not_warmup(frame)))
+    needed = (
+        *("engine", "state", "process_name", "job_id", "gpu_uuid", "step_s", *s.model_key),
+        *("sm_active", "tensor_active", "dram_active", "duty", *(c for c, _, _ in _MEASURES)),
+    )
+    f = rows_of(frame, not_warmup(frame), needed)
     if f.num_rows == 0:
         return RECOMMEND_SCHEMA.empty_table()
-    engine, state = strings(f, "engine"), strings(f, "state")
-    proc, job, gpu = strings(f, "process_name"), strings(f, "job_id"), strings(f, "gpu_uuid")
-    model = _model_labels(f, s.model_key)
+    engine, engines = label_codes(f, "engine")
+    state, states = label_codes(f, "state")
+    native = {e.lower() for e in s.native_engines}
+    is_native = np.array([(e or "").lower() in native for e in engines], dtype=bool)
+    is_target = np.array([bool(v) and v in s.target_states for v in states], dtype=bool)
+    if not (is_native[engine] & is_target[state]).any():  # no workload can qualify
+        return RECOMMEND_SCHEMA.empty_table()
+    proc, procs = label_codes(f, "process_name")
+    job, jobs = label_codes(f, "job_id")
+    gpu, _ = label_codes(f, "gpu_uuid")
+    model, labels = _model_keys(f, s.model_key)
     step = np.nan_to_num(floats(f, "step_s"))
     values = {c: floats(f, c) for c in ("sm_active", "tensor_active", "dram_active", "duty")}
     measures = {c: floats(f, c) for c, _, _ in _MEASURES}
-    optimised = {e.lower() for e in s.optimised_engines}
-    by_model: dict[tuple[str, str], list[int]] = {}
-    for i, (e, m) in enumerate(zip(engine, model, strict=True)):
-        if e is not None and m is not None and e.lower() in optimised:
-            by_model.setdefault((m, e), []).append(i)
+    by_model = _by_model(engine, engines, model, labels, {e.lower() for e in s.optimised_engines})
     ids, n = group_ids(f, ("engine", "process_name", *s.model_key))
     rows = []
     for idx in rows_by_group(ids, n):
         i0 = int(idx[0])
-        eng = (engine[i0] or "").lower()
-        if eng not in {e.lower() for e in s.native_engines}:
+        if not is_native[engine[i0]]:
             continue
+        eng = (engines[engine[i0]] or "").lower()
         w = step[idx]
         hours = float(w.sum()) / 3600.0
-        counts = Counter(st for i in idx if (st := state[int(i)]) in s.target_states and st)
-        share = sum(float(w[k]) for k, i in enumerate(idx) if state[int(i)] in s.target_states)
-        share /= max(float(w.sum()), 1e-12)
-        if not counts or share < s.min_state_share or hours < s.min_gpu_hours:
+        target = is_target[state[idx]]
+        if not target.any():
             continue
-        dominant = str(counts.most_common(1)[0][0])
+        # summed one by one in row order, as Python's sum() adds
+        share = float(np.cumsum(w[target])[-1]) / max(float(w.sum()), 1e-12)
+        if share < s.min_state_share or hours < s.min_gpu_hours:
+            continue
+        dominant = str(states[most_common(state[idx][target])])
         means = {c: weighted_mean(v[idx], w) for c, v in values.items()}
-        measured = _measured(idx, model[i0], by_model, measures, step)
+        measured = _measured(idx, labels[model[i0]], by_model, measures, step)
         if measured is not None:
-            (gain, basis, target), kind = measured, "measured"
+            (gain, basis, target_engine), kind = measured, "measured"
         else:
             gain, basis = _estimate(dominant, means["sm_active"], means["dram_active"], s)
-            kind, target = "estimate", "tensorrt"
-        jobs = sorted({j for i in idx if (j := job[int(i)]) is not None})
+            kind, target_engine = "estimate", "tensorrt"
+        job_names = sorted(j for c in np.unique(job[idx]).tolist() if (j := jobs[c]) is not None)
         rows.append(
             {
-                "engine": engine[i0],
-                "process_name": proc[i0],
-                "model": model[i0],
-                "jobs": ", ".join(x for x in jobs if x),
-                "gpus": len({gpu[int(i)] for i in idx}),
+                "engine": engines[engine[i0]],
+                "process_name": procs[proc[i0]],
+                "model": labels[model[i0]],
+                "jobs": ", ".join(x for x in job_names if x),
+                "gpus": int(np.unique(gpu[idx]).size),
                 "gpu_hours": hours,
                 "dominant_state": dominant,
                 "state_share": share,
                 **{c: none_if_nan(v) for c, v in means.items()},
                 "recommendation": ADVICE.get(eng, ADVICE["pytorch"]),
-                "target_engine": target,
+                "target_engine": target_engine,
                 "expected_gain": gain,
                 "gain_kind": kind,
                 "gain_basis": basis,
@@ -252,7 +311,7 @@ def recommend_engine_migration(frame: pa.Table, settings: EngineSettings | None 
 def _measured(
     idx: np.ndarray,
     model: str | None,
-    by_model: dict[tuple[str, str], list[int]],
+    by_model: dict[tuple[str, str], Ints],
     measures: dict[str, Floats],
     step: Floats,
 ) -> tuple[float, str, str] | None:
@@ -263,7 +322,7 @@ def _measured(
     for (m, other_engine), other in by_model.items():
         if m != model:
             continue
-        o = np.asarray(other, dtype=np.int64)
+        o = other
         for col, higher, label in _MEASURES:
             mine = weighted_mean(measures[col][idx], step[idx])
             theirs = weighted_mean(measures[col][o], step[o])

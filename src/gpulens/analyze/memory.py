@@ -25,7 +25,6 @@ numbers it was decided on.
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,12 +38,14 @@ from gpulens.analyze._arrays import (
     codes,
     floats,
     group_ids,
+    group_most_common,
     ints,
+    label_codes,
     none_if_nan,
     not_warmup,
     rows_by_group,
+    rows_of,
     strings,
-    weighted_mean,
 )
 from gpulens.analyze.mig import SMALLER_GPUS, MigProfile, mig_family, pick_mig_profile
 
@@ -93,7 +94,7 @@ def _nanmax(x: Floats) -> float:
 
 def memory_peaks(frame: pa.Table) -> pa.Table:
     """Per (job_id, host, gpu_uuid): peak memory and headroom (rows without a job: per GPU)."""
-    ids, n = _group_ids(frame, ("job_id", "host", "gpu_uuid"))
+    ids, n = group_ids(frame, ("job_id", "host", "gpu_uuid"))
     if n == 0:
         return _PEAK_SCHEMA.empty_table()
     start, step = ints(frame, "start_ns"), floats(frame, "step_s")
@@ -227,46 +228,15 @@ _LEAK_SCHEMA = pa.schema(
 )
 
 
-def _labels(frame: pa.Table, name: str) -> _Labels:
+class _Labels:
     """Column `name` as strings, read per row on demand (what `strings` gives, without a
     Python string per row)."""
-    return _Labels(frame, name)
 
-
-class _Labels:
     def __init__(self, frame: pa.Table, name: str) -> None:
-        if name not in frame.column_names or frame.num_rows == 0:
-            self._codes = np.zeros(frame.num_rows, dtype=np.int64)
-            self._values: list[str | None] = [None]
-            return
-        col = frame.column(name)
-        if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
-            col = pc.cast(col, pa.string())
-        encoded = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
-        self._codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        self._values = encoded.dictionary.to_pylist() or [None]
+        self._codes, self._values = label_codes(frame, name)
 
     def __getitem__(self, row: int) -> str | None:
         return self._values[int(self._codes[row])]
-
-
-def _group_ids(frame: pa.Table, keys: tuple[str, ...]) -> tuple[Ints, int]:
-    """`_arrays.group_ids` (the same ids: groups numbered in the order of their key codes),
-    with the codes folded into one integer instead of a row-wise unique."""
-    if frame.num_rows == 0 or not keys:
-        return group_ids(frame, keys)
-    parts = [codes(frame, k) for k in keys]
-    combined = np.zeros(frame.num_rows, dtype=np.int64)
-    span = 1
-    for part in parts:
-        size = int(part.max()) + 1
-        span *= size
-        if span >= 2**62:  # would overflow: the row-wise unique
-            return group_ids(frame, keys)
-        combined = combined * size + part
-    _, inverse = np.unique(combined, return_inverse=True)
-    ids = np.asarray(inverse, dtype=np.int64).reshape(-1)
-    return ids, int(ids.max()) + 1
 
 
 def _null_codes(frame: pa.Table, name: str) -> Ints:
@@ -277,15 +247,41 @@ def _null_codes(frame: pa.Table, name: str) -> Ints:
     return np.where(valid, codes(frame, name), -1)
 
 
-def _runs(start: np.ndarray, step0: Floats, pid: Ints, idx: np.ndarray) -> list[np.ndarray]:
-    """Split time-ordered rows `idx` where rows are missing (gap > 1.5 steps) or the PID changes
-    (`step0`: steps with NaN as 0; `pid`: PID codes, null its own code)."""
-    if idx.size == 0:
-        return []
-    gap = np.diff(start[idx]) > 1.5 * step0[idx[:-1]] * 1e9
-    new_pid = pid[idx[1:]] != pid[idx[:-1]]
-    cuts = np.flatnonzero(gap | new_pid) + 1
-    return [r for r in np.split(idx, cuts) if r.size]
+def _windows(
+    frame: pa.Table, start: Ints, step0: Floats, steady: npt.NDArray[np.bool_], warmup_s: float
+) -> tuple[Ints, Ints, Ints]:
+    """The steady windows of every (job, GPU) run, in (job, host, GPU) group order then time:
+    (rows of all windows back to back, the first position of each window in them, its run
+    number within its group). A run ends where rows are missing (gap > 1.5 steps) or the PID
+    changes; without a state column a run's first `warmup_s` are left out."""
+    ids, _ = group_ids(frame, ("job_id", "host", "gpu_uuid"))
+    order = np.argsort(start, kind="stable").astype(np.int64)
+    rows = order[np.argsort(ids[order], kind="stable")]  # by group, then time
+    job, jobs = label_codes(frame, "job_id")
+    rows = rows[np.array([j is not None for j in jobs], dtype=bool)[job[rows]]]
+    empty = np.zeros(0, dtype=np.int64)
+    if rows.size == 0:
+        return empty, empty, empty
+    pid = _null_codes(frame, "pid")
+    g, t = ids[rows], start[rows]
+    new_group = np.r_[True, g[1:] != g[:-1]]
+    gap = np.r_[False, np.diff(t) > 1.5 * step0[rows[:-1]] * 1e9]
+    cut = new_group | gap | np.r_[False, pid[rows[1:]] != pid[rows[:-1]]]
+    run = np.cumsum(cut) - 1
+    run_no = run - np.maximum.accumulate(np.where(new_group, run, 0))
+    keep = steady[rows]
+    if "state" not in frame.column_names:
+        run_start = t[np.maximum.accumulate(np.where(cut, np.arange(rows.size), 0))]
+        keep &= t >= run_start + warmup_s * 1e9
+    rows, run, run_no = rows[keep], run[keep], run_no[keep]
+    if rows.size == 0:
+        return empty, empty, empty
+    heads = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    size = np.diff(np.r_[heads, rows.size])
+    big = size >= 3  # a window needs three points
+    keep = np.repeat(big, size)
+    heads = (np.cumsum(np.where(big, size, 0)) - np.where(big, size, 0))[big]
+    return rows[keep], heads, run_no[keep][heads]
 
 
 def detect_leaks(frame: pa.Table, settings: MemorySettings | None = None) -> pa.Table:
@@ -300,29 +296,110 @@ def detect_leaks(frame: pa.Table, settings: MemorySettings | None = None) -> pa.
     )
     low = np.nan_to_num(low, nan=np.inf)
     steady = not_warmup(frame) & ~np.isnan(used)
-    has_state = "state" in frame.column_names
-    job, host, uuid = _labels(frame, "job_id"), _labels(frame, "host"), _labels(frame, "gpu_uuid")
-    model, pid = _labels(frame, "gpu_model"), _null_codes(frame, "pid")
-    ids, n = _group_ids(frame, ("job_id", "host", "gpu_uuid"))
-    order = np.argsort(start, kind="stable").astype(np.int64)
-    rows = []
-    for idx in rows_by_group(ids, n, order):
-        if job[int(idx[0])] is None:
-            continue
-        for run_no, run in enumerate(_runs(start, step, pid, idx)):
-            keep = steady[run]
-            if not has_state:
-                keep &= start[run] >= start[run[0]] + s.warmup_s * 1e9
-            w = run[keep]
-            if w.size < 3:
-                continue
-            row = _fit(w, start, step, used, low, total, s)
-            i0 = int(w[0])
-            row.update(
-                job_id=job[i0], host=host[i0], gpu_uuid=uuid[i0], gpu_model=model[i0], run=run_no
-            )
-            rows.append(row)
-    return pa.Table.from_pylist(rows, schema=_LEAK_SCHEMA)
+    rows, heads, run_no = _windows(frame, start, step, steady, s.warmup_s)
+    if heads.size == 0:
+        return _LEAK_SCHEMA.empty_table()
+    fits = _finish(*_fit_all(rows, heads, start, step, used, low, total, s), s)
+    first = rows[heads]
+    for c in ("job_id", "host", "gpu_uuid", "gpu_model"):
+        code, values = label_codes(frame, c)
+        fits[c] = pa.array([values[k] for k in code[first].tolist()], pa.string())
+    fits["run"] = pa.array(run_no, pa.int64())
+    return pa.table([fits[f.name] for f in _LEAK_SCHEMA], schema=_LEAK_SCHEMA)
+
+
+# What a window's row is computed from (`_finish`): its first start and its end (ns), its
+# points, and the fit: slope, R², the time and floor differences between the first and the
+# third quarter's medians, the total memory, the first and the last value.
+Fit = tuple[Ints, Ints, Ints, Floats, Floats, Floats, Floats, Floats, Floats, Floats]
+
+
+def _fit_all(
+    rows: Ints,
+    heads: Ints,
+    start: Ints,
+    step: Floats,
+    used: Floats,
+    low: Floats,
+    total: Floats,
+    s: MemorySettings,
+) -> Fit:
+    """The fit of every window (`rows[heads[k]:heads[k + 1]]`). Windows of the same length
+    are fitted together, a block per numpy call (`_fit_block`); a window whose times are not
+    strictly increasing is fitted alone (`_fit`)."""
+    size = np.diff(np.r_[heads, rows.size])
+    k = heads.size
+    ends = np.zeros((2, k), dtype=np.int64)  # first start, end
+    values = np.zeros((7, k))
+    for m in np.unique(size).tolist():
+        which = np.flatnonzero(size == m)
+        per_window = max(m, min(m, s.leak_max_points) ** 2 // 2)
+        block = max(1, 2_000_000 // per_window)  # bounds the pairwise slopes held at once
+        for lo in range(0, which.size, block):
+            part = which[lo : lo + block]
+            w = rows[heads[part][:, None] + np.arange(m)]
+            alone, ends[:, part], values[:, part] = _fit_block(w, start, step, used, low, total, s)
+            for j in np.flatnonzero(alone).tolist():
+                t0, end, numbers = _fit(w[j], start, step, used, low, total, s)
+                ends[:, part[j]] = (t0, end)
+                values[:, part[j]] = numbers
+    return ends[0], ends[1], size, *values
+
+
+def _row_median(x: Floats) -> Floats:
+    """`_median` of each row of a 2-D array without NaN."""
+    n = x.shape[1]
+    half = n // 2
+    if n % 2:
+        return np.asarray(np.partition(x, half, axis=1)[:, half])
+    v = np.partition(x, (half - 1, half), axis=1)
+    return np.asarray((v[:, half - 1] + v[:, half]) / 2)
+
+
+def _fit_block(
+    w: Ints,
+    start: Ints,
+    step: Floats,
+    used: Floats,
+    low: Floats,
+    total: Floats,
+    s: MemorySettings,
+) -> tuple[npt.NDArray[np.bool_], Ints, Floats]:
+    """`_fit` of each row of `w` (windows of one length, one per row), the same numbers
+    computed a block at a time: (windows `_fit` must do alone, as their times are not strictly
+    increasing; first starts and ends, 2 × windows; the other numbers, 7 × windows)."""
+    m = w.shape[1]
+    t0 = start[w[:, 0]]
+    t = (start[w] - t0[:, None]) / 1e9 + step[w] / 2
+    y = used[w]
+    tt, yy = t, y
+    if m > s.leak_max_points:  # theil_sen's evenly spaced points
+        pick = np.linspace(0, m - 1, s.leak_max_points).round().astype(np.int64)
+        tt, yy = t[:, pick], y[:, pick]
+    i, j = _pairs(tt.shape[1])
+    dt = tt[:, j] - tt[:, i]
+    alone = np.asarray(~(dt > 0).all(axis=1), dtype=bool)
+    slope = _row_median((yy[:, j] - yy[:, i]) / np.where(dt > 0, dt, 1.0))
+    intercept = _row_median(yy - slope[:, None] * tt)
+    ss_tot = ((y - y.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    ss_res = ((y - (slope[:, None] * t + intercept[:, None])) ** 2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = np.where(ss_tot > 0, 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0), 0.0)
+    floor = np.minimum.accumulate(low[w][:, ::-1], axis=1)[:, ::-1]
+    q1, q3 = _quarters(m)
+    t_gap = _row_median(t[:, q3]) - _row_median(t[:, q1])
+    floor_growth = _row_median(floor[:, q3]) - _row_median(floor[:, q1])
+    with np.errstate(invalid="ignore"):  # all NaN: NaN, as _nanmax
+        tot = np.fmax.reduce(total[w], axis=1)
+    end = (start[w[:, -1]] + step[w[:, -1]] * 1e9).astype(np.int64)
+    numbers = np.stack([slope, r2, t_gap, floor_growth, tot, y[:, 0], y[:, -1]])
+    return alone, np.stack([t0, end]), numbers
+
+
+def _quarters(m: int) -> tuple[slice, slice]:
+    """The first and third quarter of a window of `m` points (the last point for 3 points)."""
+    q = max(1, m // 4)
+    return slice(0, q), slice(2 * q, 3 * q) if m >= 4 else slice(-1, None)
 
 
 def _fit(
@@ -333,57 +410,94 @@ def _fit(
     low: Floats,
     total: Floats,
     s: MemorySettings,
-) -> dict[str, object]:
-    """The fit of one window `w` (`step`: NaN as 0; `low`: NaN as +inf)."""
+) -> tuple[int, int, list[float]]:
+    """The fit of one window `w` (`step`: NaN as 0; `low`: NaN as +inf): first start, end and
+    the numbers `_fit_block` gives."""
     t0 = int(start[w[0]])
     end = int(start[w[-1]] + step[w[-1]] * 1e9)
     t = (start[w] - t0) / 1e9 + step[w] / 2
     y = used[w]
     slope, intercept = theil_sen(t, y, s.leak_max_points)
     r2 = r_squared(t, y, slope, intercept)
-    duration = (end - t0) / 1e9
     floor = np.minimum.accumulate(low[w][::-1])[::-1]
+    q1, q3 = _quarters(w.size)
+    t_gap = float(_median(t[q3]) - _median(t[q1]))
+    floor_growth = float(_median(floor[q3]) - _median(floor[q1]))
+    tot = _nanmax(total[w])
+    return t0, end, [slope, r2, t_gap, floor_growth, tot, float(y[0]), float(y[-1])]
+
+
+def _at_least(x: Floats, floor: float) -> Floats:
+    """`max(floor, x)` per element as Python's max: `floor` unless x is larger (NaN too)."""
+    return np.where(x > floor, x, floor)
+
+
+def _at_most(x: Floats, ceiling: float) -> Floats:
+    """`min(ceiling, x)` per element as Python's min: `ceiling` unless x is smaller."""
+    return np.where(x < ceiling, x, ceiling)
+
+
+def _finish(
+    t0: Ints,
+    end: Ints,
+    points: Ints,
+    slope: Floats,
+    r2: Floats,
+    t_gap: Floats,
+    floor_growth: Floats,
+    tot: Floats,
+    first: Floats,
+    last: Floats,
+    s: MemorySettings,
+) -> dict[str, pa.Array]:
+    """The windows' columns from their fits: rate, growth, floor ratio, the verdict, its
+    confidence and the projected out-of-memory time."""
+    duration = (end - t0) / 1e9
     # First versus third quarter: the suffix minimum of the last stretch is the data itself
     # (nobody knows yet whether it will drop), so the last quarter would flatter a sawtooth.
-    q = max(1, w.size // 4)
-    q1, q3 = slice(0, q), slice(2 * q, 3 * q) if w.size >= 4 else slice(-1, None)
-    expected = slope * float(_median(t[q3]) - _median(t[q1]))
-    floor_growth = float(_median(floor[q3]) - _median(floor[q1]))
-    floor_ratio = floor_growth / expected if expected > 0 else 0.0
-    growth = slope * duration
-    tot = _nanmax(total[w])
-    last = float(y[-1])
-    leak = bool(
-        duration >= s.leak_min_duration_s
-        and slope > 0
-        and growth >= s.leak_min_growth_bytes
-        and r2 >= s.leak_min_r2
-        and floor_ratio >= s.leak_min_floor_ratio
-    )
-    confidence = (
-        min(1.0, max(0.0, r2))
-        * min(1.0, duration / (2 * s.leak_min_duration_s))
-        * min(1.0, max(0.0, floor_ratio))
-    )
-    head = tot - last
-    to_oom = head / slope if slope > 0 and head == head else float("nan")
+    expected = slope * t_gap
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor_ratio = np.where(
+            expected > 0, floor_growth / np.where(expected > 0, expected, 1.0), 0.0
+        )
+        growth = slope * duration
+        leak = (
+            (duration >= s.leak_min_duration_s)
+            & (slope > 0)
+            & (growth >= s.leak_min_growth_bytes)
+            & (r2 >= s.leak_min_r2)
+            & (floor_ratio >= s.leak_min_floor_ratio)
+        )
+        confidence = (
+            _at_most(_at_least(r2, 0.0), 1.0)
+            * _at_most(duration / (2 * s.leak_min_duration_s), 1.0)
+            * _at_most(_at_least(floor_ratio, 0.0), 1.0)
+        )
+        head = tot - last
+        known = (slope > 0) & ~np.isnan(head)
+        to_oom = np.where(known, head / np.where(known, slope, 1.0), np.nan)
+    to_oom_s = _at_least(to_oom, 0.0)  # unknown comes out as 0, as max(0.0, nan) does
+    oom_at = [
+        None if x != x else e + round(max(0.0, x) * 1e9)
+        for e, x in zip(end.tolist(), to_oom.tolist(), strict=True)
+    ]
     return {
-        "window_start_ns": t0,
-        "window_end_ns": end,
-        "duration_s": duration,
-        "intervals": int(w.size),
-        "rate_bytes_per_second": slope,
-        "r2": r2,
-        "floor_ratio": floor_ratio,
-        "growth_bytes": growth,
-        "first_used_bytes": float(y[0]),
-        "last_used_bytes": last,
-        "memory_total_bytes": none_if_nan(tot),
-        "headroom_bytes": none_if_nan(head),
-        "time_to_oom_s": none_if_nan(max(0.0, to_oom)),
-        "oom_at_ns": None if to_oom != to_oom else end + round(max(0.0, to_oom) * 1e9),
-        "confidence": confidence if slope > 0 else 0.0,
-        "leak": leak,
+        "window_start_ns": pa.array(t0, pa.int64()),
+        "window_end_ns": pa.array(end, pa.int64()),
+        "duration_s": pa.array(duration, pa.float64()),
+        "intervals": pa.array(points, pa.int64()),
+        "rate_bytes_per_second": pa.array(slope, pa.float64()),
+        "r2": pa.array(r2, pa.float64()),
+        "floor_ratio": pa.array(floor_ratio, pa.float64()),
+        "growth_bytes": pa.array(growth, pa.float64()),
+        "first_used_bytes": pa.array(first, pa.float64()),
+        "last_used_bytes": pa.array(last, pa.float64()),
+        "memory_total_bytes": pa.array(tot, pa.float64(), from_pandas=True),
+        "headroom_bytes": pa.array(head, pa.float64(), from_pandas=True),
+        "time_to_oom_s": pa.array(to_oom_s, pa.float64(), from_pandas=True),
+        "oom_at_ns": pa.array(oom_at, pa.int64()),
+        "confidence": pa.array(np.where(slope > 0, confidence, 0.0), pa.float64()),
+        "leak": pa.array(leak, pa.bool_()),
     }
 
 
@@ -418,22 +532,43 @@ def overprovisioned(frame: pa.Table, settings: MemorySettings | None = None) -> 
         return _OVER_SCHEMA.empty_table()
     has_job = pc.is_valid(frame.column("job_id")).to_numpy(zero_copy_only=False)
     keep = not_warmup(frame) & np.asarray(has_job, dtype=bool)
-    f = frame.filter(pa.array(keep))
-    start, step = ints(f, "start_ns"), floats(f, "step_s")
-    duty, sm = floats(f, "duty"), floats(f, "sm_active")
-    proc, used = floats(f, "process_memory_bytes"), floats(f, "memory_used_bytes")
-    mem = np.where(np.isnan(proc), used, proc)
-    total = floats(f, "memory_total_bytes")
-    job, host, uuid, model = (_labels(f, c) for c in ("job_id", "host", "gpu_uuid", "gpu_model"))
-    ids, n = _group_ids(f, ("job_id",))
+    needed = (
+        *("job_id", "host", "gpu_uuid", "gpu_model", "start_ns", "step_s", "duty", "sm_active"),
+        *("process_memory_bytes", "memory_used_bytes", "memory_total_bytes"),
+    )
+    f = rows_of(frame, keep, needed)
+    ids, n = group_ids(f, ("job_id",))
+    if n == 0:
+        return _OVER_SCHEMA.empty_table()
+    # rows by job (row order within a job), and each job's slice of them
+    order = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[order], np.arange(n + 1))
+    heads = bounds[:-1]
+    start = ints(f, "start_ns")[order]
+    weights = np.nan_to_num(floats(f, "step_s"))[order]
+    proc, used = floats(f, "process_memory_bytes")[order], floats(f, "memory_used_bytes")[order]
+    with np.errstate(invalid="ignore"):  # a job with every value missing: NaN
+        peaks = np.fmax.reduceat(np.where(np.isnan(proc), used, proc), heads)
+        totals = np.fmax.reduceat(floats(f, "memory_total_bytes")[order], heads)
+    ends = np.maximum.reduceat(start + weights * 1e9, heads)
+    durations = ((ends - np.minimum.reduceat(start, heads)) / 1e9).tolist()
+    duty, sm = (
+        _Sums(floats(f, "duty")[order], weights),
+        _Sums(floats(f, "sm_active")[order], weights),
+    )
+    job_of = ids[order]
+    model, models = label_codes(f, "gpu_model")
+    gpu_models = [models[c] for c in group_most_common(job_of, model[order], n).tolist()]
+    uuid, uuids = label_codes(f, "gpu_uuid")
+    gpus = np.bincount(np.unique(job_of * len(uuids) + uuid[order]) // len(uuids), minlength=n)
+    job, host = _Labels(f, "job_id"), _Labels(f, "host")
     rows = []
-    for idx in rows_by_group(ids, n):
-        weights = np.nan_to_num(step[idx])
-        mean_duty, mean_sm = weighted_mean(duty[idx], weights), weighted_mean(sm[idx], weights)
+    for g in range(n):
+        lo, hi = int(bounds[g]), int(bounds[g + 1])
+        mean_duty, mean_sm = duty.mean(lo, hi), sm.mean(lo, hi)
         basis, activity = ("duty", mean_duty) if mean_duty == mean_duty else ("sm_active", mean_sm)
-        peak, tot = _nanmax(mem[idx]), _nanmax(total[idx])
-        duration = float((start[idx] + weights * 1e9).max() - start[idx].min()) / 1e9
-        gpu_model = Counter(model[int(i)] for i in idx).most_common(1)[0][0]
+        peak, tot, duration = float(peaks[g]), float(totals[g]), durations[g]
+        gpu_model = gpu_models[g]
         flagged = bool(
             activity == activity
             and activity <= s.overprovisioned_max_activity
@@ -441,9 +576,14 @@ def overprovisioned(frame: pa.Table, settings: MemorySettings | None = None) -> 
             and peak <= s.overprovisioned_max_memory_bytes
             and duration >= s.overprovisioned_min_duration_s
         )
-        family = mig_family(gpu_model, tot)
         profile = (
-            pick_mig_profile(family, peak, activity, s.mig_memory_margin, s.mig_target_activity)
+            pick_mig_profile(
+                mig_family(gpu_model, tot),
+                peak,
+                activity,
+                s.mig_memory_margin,
+                s.mig_target_activity,
+            )
             if flagged
             else None
         )
@@ -460,12 +600,12 @@ def overprovisioned(frame: pa.Table, settings: MemorySettings | None = None) -> 
             )
         rows.append(
             {
-                "job_id": job[int(idx[0])],
-                "host": host[int(idx[0])],
-                "gpus": len({uuid[int(i)] for i in idx}),
+                "job_id": job[int(order[lo])],
+                "host": host[int(order[lo])],
+                "gpus": int(gpus[g]),
                 "gpu_model": gpu_model,
                 "duration_s": duration,
-                "gpu_hours": float(weights.sum()) / 3600.0,
+                "gpu_hours": float(np.add.reduce(weights[lo:hi])) / 3600.0,
                 "activity_basis": basis if activity == activity else None,
                 "mean_activity": none_if_nan(activity),
                 "mean_duty": none_if_nan(mean_duty),
@@ -481,6 +621,22 @@ def overprovisioned(frame: pa.Table, settings: MemorySettings | None = None) -> 
             }
         )
     return pa.Table.from_pylist(rows, schema=_OVER_SCHEMA)
+
+
+class _Sums:
+    """Step-weighted means of `values` over slices of rows, as `weighted_mean` of each slice
+    computes them (the same products, summed in the same order), one sum per slice."""
+
+    def __init__(self, values: Floats, weights: Floats) -> None:
+        ok = ~np.isnan(values) & ~np.isnan(weights)
+        self._at = np.r_[0, np.cumsum(ok)]  # slice [lo, hi) of rows is [at[lo], at[hi]) here
+        self._xw = (values * weights)[ok]
+        self._w = weights[ok]
+
+    def mean(self, lo: int, hi: int) -> float:
+        a, b = int(self._at[lo]), int(self._at[hi])
+        total = float(np.add.reduce(self._w[a:b]))
+        return float(np.add.reduce(self._xw[a:b]) / total) if total > 0 else float("nan")
 
 
 def _suggest(

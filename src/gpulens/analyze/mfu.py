@@ -10,14 +10,13 @@ no MFU (absent, never 0).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from gpulens.analyze import peaks as peak_table
-from gpulens.analyze.efficiency import mfu
+from gpulens.analyze._arrays import Ints, codes, floats, label_codes, not_warmup, rows_of, split_at
 
 PeakOf = Callable[[str | None], float | None]
 
@@ -30,70 +29,90 @@ def _tensor_peak(model: str | None) -> float | None:
     return None if found is None else found[1]
 
 
-@dataclass
-class _Bucket:
-    tokens: float | None = None
-    params: float | None = None
-    model: str | None = None
-    gpus: set[str] = field(default_factory=set)
+_EMPTY = pa.schema(
+    [
+        ("job_id", pa.string()),
+        ("mfu", pa.float64()),
+        ("intervals", pa.int64()),
+        ("gpus", pa.int64()),
+        ("peak_tflops", pa.float64()),
+    ]
+)
+
+
+def _last(bucket: Ints, rows: Ints, n: int) -> Ints:
+    """Per bucket, the last of `rows` (ascending) that falls in it; -1 where none does."""
+    out = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(out, bucket[rows], rows)
+    return out
 
 
 def job_mfu(frame: pa.Table, peak_of: PeakOf = _tensor_peak) -> pa.Table:
     """One row per job with a known MFU: `job_id`, `mfu`, `intervals`, `gpus`, `peak_tflops`."""
     needed = {"job_id", "start_ns", "tokens_per_s", "model_parameters", "gpu_uuid"}
-    empty = pa.table(
-        {
-            "job_id": pa.array([], pa.string()),
-            "mfu": pa.array([], pa.float64()),
-            "intervals": pa.array([], pa.int64()),
-            "gpus": pa.array([], pa.int64()),
-            "peak_tflops": pa.array([], pa.float64()),
-        }
-    )
     if not needed <= set(frame.column_names):
-        return empty
-    cols = {
-        name: frame[name].to_pylist()
-        for name in (*needed, "gpu_model", "state")
-        if name in frame.column_names
-    }
-    buckets: dict[tuple[str, int], _Bucket] = {}
-    states = cols.get("state")
-    models = cols.get("gpu_model")
-    for i, job in enumerate(cols["job_id"]):
-        if job is None or (states is not None and states[i] == "warmup"):
-            continue
-        b = buckets.setdefault((job, cols["start_ns"][i]), _Bucket())
-        tokens, params = cols["tokens_per_s"][i], cols["model_parameters"][i]
-        if tokens is not None:
-            b.tokens = max(float(tokens), b.tokens or 0.0)
-        if params is not None:
-            b.params = float(params)
-        b.gpus.add(str(cols["gpu_uuid"][i]))
-        if models is not None and models[i]:
-            b.model = str(models[i])
-    per_job: dict[str, list[float]] = defaultdict(list)
-    gpus_of: dict[str, int] = {}
-    peak_for: dict[str, float] = {}
-    peaks: dict[str | None, float | None] = {}  # one datasheet lookup per GPU model
-    for (job, _), b in buckets.items():
-        if b.model not in peaks:
-            peaks[b.model] = peak_of(b.model)
-        peak = peaks[b.model]
-        if peak is None or b.tokens is None or not b.params or not b.gpus:
-            continue
-        per_job[job].append(mfu(b.tokens, b.params, len(b.gpus), peak))
-        gpus_of[job] = max(gpus_of.get(job, 0), len(b.gpus))
-        peak_for[job] = peak
-    if not per_job:
-        return empty
-    jobs = sorted(per_job)
+        return _EMPTY.empty_table()
+    job, jobs = label_codes(frame, "job_id")
+    keep = np.array([j is not None for j in jobs], dtype=bool)[job] & not_warmup(frame)
+    f = rows_of(frame, keep, (*needed, "gpu_model"))
+    job = job[keep]
+    if f.num_rows == 0:
+        return _EMPTY.empty_table()
+    # buckets: (job, interval) in the order they first appear
+    key = job * (f.num_rows + 1) + codes(f, "start_ns")
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    bucket = rank[np.asarray(inverse).reshape(-1)]
+    n = first.size
+    rows = np.arange(f.num_rows, dtype=np.int64)
+    tokens = floats(f, "tokens_per_s")
+    seen = ~np.isnan(tokens)
+    top = np.full(n, -np.inf)
+    np.maximum.at(top, bucket[seen], tokens[seen])
+    has_tokens = np.bincount(bucket[seen], minlength=n) > 0
+    top = np.maximum(top, 0.0)  # the largest value reported, never below 0
+    params = floats(f, "model_parameters")
+    last_param = _last(bucket, rows[~np.isnan(params)], n)
+    param = np.where(last_param >= 0, params[np.maximum(last_param, 0)], np.nan)
+    model, models = label_codes(f, "gpu_model")
+    named = np.array([bool(m) for m in models], dtype=bool)[model]
+    last_model = _last(bucket, rows[named], n)
+    peak_of_model = np.array(
+        [np.nan if (p := peak_of(str(m) if m else None)) is None else p for m in models]
+    )
+    no_model = peak_of(None)
+    peak = np.where(
+        last_model >= 0,
+        peak_of_model[model[np.maximum(last_model, 0)]],
+        np.nan if no_model is None else no_model,
+    )
+    gpu, _ = label_codes(f, "gpu_uuid")
+    pairs = np.unique(bucket * (int(gpu.max()) + 1) + gpu)
+    gpus = np.bincount(pairs // (int(gpu.max()) + 1), minlength=n)
+    ok = ~np.isnan(peak) & has_tokens & (param != 0) & ~np.isnan(param)
+    bucket_job = job[first[np.argsort(rank)]]  # the job of each bucket, in bucket order
+    if not ok.any():
+        return _EMPTY.empty_table()
+    if (param[ok] < 0).any() or (peak[ok] <= 0).any():  # as `efficiency.mfu` refuses them
+        raise ValueError(f"need n_params > 0 and peak > 0, got {param[ok].min()}, {peak[ok].min()}")
+    # the PaLM formula (`efficiency.mfu`), per bucket, in the same order of operations
+    value = top * (6.0 * param) / (gpus * peak * 1e12)
+    picked = np.flatnonzero(ok)
+    by_job = picked[np.argsort(bucket_job[picked], kind="stable")]
+    owner = bucket_job[by_job]
+    cuts = np.flatnonzero(np.diff(owner)) + 1
+    groups = split_at(by_job, cuts)
+    names = [str(jobs[int(bucket_job[g[0]])]) for g in groups]
+    mean = [sum(value[g].tolist()) / g.size for g in groups]  # summed in bucket order
+    order = sorted(range(len(names)), key=names.__getitem__)
     return pa.table(
         {
-            "job_id": pa.array(jobs, pa.string()),
-            "mfu": pa.array([sum(per_job[j]) / len(per_job[j]) for j in jobs], pa.float64()),
-            "intervals": pa.array([len(per_job[j]) for j in jobs], pa.int64()),
-            "gpus": pa.array([gpus_of[j] for j in jobs], pa.int64()),
-            "peak_tflops": pa.array([peak_for[j] for j in jobs], pa.float64()),
-        }
+            "job_id": pa.array([names[i] for i in order], pa.string()),
+            "mfu": pa.array([mean[i] for i in order], pa.float64()),
+            "intervals": pa.array([groups[i].size for i in order], pa.int64()),
+            "gpus": pa.array([int(gpus[groups[i]].max()) for i in order], pa.int64()),
+            "peak_tflops": pa.array([float(peak[groups[i][-1]]) for i in order], pa.float64()),
+        },
+        schema=_EMPTY,
     )

@@ -27,7 +27,8 @@ def batch_advice(ctx: Context, rows: np.ndarray) -> str:
 
 def engine_of(ctx: Context, rows: np.ndarray) -> str | None:
     """The engine most of the rows ran on (None when unlabelled)."""
-    names = [e for i in rows if (e := strings(ctx, "engine")[int(i)]) is not None]
+    engine = strings(ctx, "engine")
+    names = [e for i in rows.tolist() if (e := engine[i]) is not None]
     return max(set(names), key=names.count) if names else None
 
 

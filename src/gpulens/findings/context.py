@@ -93,11 +93,13 @@ class Context:
     errors: list[RuleError] = field(default_factory=list, compare=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def cached(self, key: str, compute: Callable[[], T]) -> T:
-        """`compute()` once per context under `key` (rules share derived tables this way)."""
-        if key not in self._cache:
-            self._cache[key] = compute()
-        value: T = self._cache[key]
+    def cached(self, key: str, compute: Callable[..., T], *args: Any) -> T:
+        """`compute(*args)` once per context under `key` (rules share derived tables this
+        way)."""
+        try:
+            value: T = self._cache[key]
+        except KeyError:
+            value = self._cache[key] = compute(*args)
         return value
 
 

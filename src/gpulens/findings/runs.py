@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpulens.analyze._arrays import split_at
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
 
@@ -39,55 +40,59 @@ SUBJECT_LABELS: tuple[str, ...] = (
 GB = 1e9
 
 
+def _read_floats(ctx: Context, name: str) -> np.ndarray:
+    if name not in ctx.frame.column_names:
+        return np.full(ctx.frame.num_rows, np.nan)
+    col = pc.cast(ctx.frame.column(name), pa.float64())
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
 def floats(ctx: Context, name: str) -> np.ndarray:
     """Frame column `name` as float64 with NaN for null (all NaN when absent); cached."""
+    return ctx.cached("floats:" + name, _read_floats, ctx, name)
 
-    def read() -> np.ndarray:
-        if name not in ctx.frame.column_names:
-            return np.full(ctx.frame.num_rows, np.nan)
-        col = pc.cast(ctx.frame.column(name), pa.float64())
-        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
 
-    return ctx.cached(f"floats:{name}", read)
+def _read_strings(ctx: Context, name: str) -> list[str | None]:
+    if name not in ctx.frame.column_names:
+        return [None] * ctx.frame.num_rows
+    col = ctx.frame.column(name)
+    if not pa.types.is_string(col.type):
+        col = pc.cast(col, pa.string())
+    return list(col.to_pylist())
 
 
 def strings(ctx: Context, name: str) -> list[str | None]:
     """Frame column `name` as Python strings (None for null or absent); cached."""
+    return ctx.cached("strings:" + name, _read_strings, ctx, name)
 
-    def read() -> list[str | None]:
-        if name not in ctx.frame.column_names:
-            return [None] * ctx.frame.num_rows
-        col = ctx.frame.column(name)
-        if not pa.types.is_string(col.type):
-            col = pc.cast(col, pa.string())
-        return list(col.to_pylist())
 
-    return ctx.cached(f"strings:{name}", read)
+def _read_codes(ctx: Context, name: str) -> tuple[np.ndarray, list[str | None]]:
+    if name not in ctx.frame.column_names:
+        return np.zeros(ctx.frame.num_rows, dtype=np.int64), [None]
+    col = ctx.frame.column(name)
+    if not pa.types.is_string(col.type):
+        col = pc.cast(col, pa.string())
+    encoded = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
+    values: list[str | None] = encoded.dictionary.to_pylist()
+    if not values:
+        return np.zeros(ctx.frame.num_rows, dtype=np.int64), [None]
+    idx = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return idx, values
 
 
 def label_codes(ctx: Context, name: str) -> tuple[np.ndarray, list[str | None]]:
     """(code per row, value per code) of frame column `name` as strings: equal values share a
     code, null (or an absent column) has its own, whose value is None; cached."""
+    return ctx.cached("codes:" + name, _read_codes, ctx, name)
 
-    def read() -> tuple[np.ndarray, list[str | None]]:
-        if name not in ctx.frame.column_names:
-            return np.zeros(ctx.frame.num_rows, dtype=np.int64), [None]
-        col = ctx.frame.column(name)
-        if not pa.types.is_string(col.type):
-            col = pc.cast(col, pa.string())
-        encoded = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
-        values: list[str | None] = encoded.dictionary.to_pylist()
-        if not values:
-            return np.zeros(ctx.frame.num_rows, dtype=np.int64), [None]
-        idx = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        return idx, values
 
-    return ctx.cached(f"codes:{name}", read)
+def _read_step0(ctx: Context) -> np.ndarray:
+    return np.asarray(np.nan_to_num(floats(ctx, "step_s")), dtype=np.float64)
 
 
 def _step0(ctx: Context) -> np.ndarray:
     """Interval lengths in seconds with NaN as 0; cached."""
-    return ctx.cached("step0", lambda: np.nan_to_num(floats(ctx, "step_s")))
+    return ctx.cached("step0", _read_step0, ctx)
 
 
 def starts(ctx: Context) -> np.ndarray:
@@ -111,6 +116,13 @@ def in_states(ctx: Context, *states: str) -> np.ndarray:
     want = set(states)
     hit = np.array([v in want for v in values], dtype=bool)
     return np.asarray(hit[code], dtype=bool)
+
+
+def equals(ctx: Context, name: str, *values: str | None) -> np.ndarray:
+    """True for rows whose label `name` is one of `values` (None matches null)."""
+    code, names = label_codes(ctx, name)
+    want = set(values)
+    return np.asarray(np.array([v in want for v in names], dtype=bool)[code], dtype=bool)
 
 
 def owners(ctx: Context) -> list[str]:
@@ -176,6 +188,33 @@ def _encode(values: Sequence[str]) -> np.ndarray:
     )
 
 
+def _spans(own: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per owner code (0 .. own.max()), the [first start, last end] of its `rows` as an
+    (owners, 2) array; owners without rows get [int64 max, int64 min]."""
+    size = int(own.max()) + 1 if own.size else 0
+    lo = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, own[rows], start[rows])
+    np.maximum.at(hi, own[rows], end[rows])
+    return np.stack([lo, hi], axis=1)
+
+
+def _owner_windows(
+    ctx: Context, own: np.ndarray, hit: np.ndarray, cache: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """(first start, last end) per owner code: the span of its steady (not warm-up) rows, else
+    of its `hit` rows. `cache`: `own` is `owner_codes`, whose steady spans are kept."""
+    start, end = starts(ctx), ends(ctx)
+
+    def steady_spans() -> np.ndarray:
+        return _spans(own, start, end, np.flatnonzero(~in_states(ctx, "warmup")))
+
+    span = ctx.cached("owner_spans", steady_spans) if cache else steady_spans()
+    known = span[:, 0] <= span[:, 1]
+    hit_span = _spans(own, start, end, hit)
+    return np.where(known, span[:, 0], hit_span[:, 0]), np.where(known, span[:, 1], hit_span[:, 1])
+
+
 def runs(
     ctx: Context, mask: np.ndarray, owner: Sequence[str] | np.ndarray | None = None
 ) -> list[Run]:
@@ -190,29 +229,35 @@ def runs(
     else:
         own = _encode([str(o) for o in owner])
     start, end = starts(ctx), ends(ctx)
-    steady = ~in_states(ctx, "warmup")
-    picked = np.flatnonzero(mask | steady)
-    by_owner = picked[np.argsort(own[picked], kind="stable")]  # rows ascending within an owner
-    bounds = np.flatnonzero(np.diff(own[by_owner])) + 1
-    out: list[Run] = []
-    for idx in np.split(by_owner, bounds):
-        hit = idx[mask[idx]]
-        if hit.size == 0:
-            continue
-        base = idx[steady[idx]]
-        first = int(start[base].min()) if base.size else int(start[hit].min())
-        last = int(end[base].max()) if base.size else int(end[hit].max())
-        hit_start = start[hit]
-        order = np.argsort(hit_start, kind="stable")
-        buckets, first_of = np.unique(hit_start[order], return_index=True)
-        bucket_end = np.maximum.reduceat(end[hit][order], first_of)
-        # a gap: the next interval starts more than half an interval after this one ends
-        gap = buckets[1:] > bucket_end[:-1] + (bucket_end[:-1] - buckets[:-1]) // 2
-        cuts = np.flatnonzero(gap) + 1
-        for part in np.split(np.arange(buckets.size), cuts):
-            a, b = int(buckets[part[0]]), int(bucket_end[part[-1]])
-            rows = hit[(hit_start >= a) & (hit_start < b)]
-            out.append(Run(np.sort(rows), a, b, a <= first and b >= last))
+    hit = np.flatnonzero(mask)
+    first, last = _owner_windows(ctx, own, hit, cache=owner is None)
+    # buckets: the hit rows of one owner that share a start (by owner, start, row)
+    rows = hit[np.lexsort((hit, start[hit], own[hit]))]
+    o, st, en = own[rows], start[rows], end[rows]
+    new_bucket = np.r_[True, (o[1:] != o[:-1]) | (st[1:] != st[:-1])]
+    heads = np.flatnonzero(new_bucket)
+    b_start, b_end, b_own = st[heads], np.maximum.reduceat(en, heads), o[heads]
+    # a gap: the next interval starts more than half an interval after this one ends
+    gap = b_start[1:] > b_end[:-1] + (b_end[:-1] - b_start[:-1]) // 2
+    new_run = np.r_[True, (b_own[1:] != b_own[:-1]) | gap]
+    run_of_bucket = np.cumsum(new_run) - 1
+    firsts = np.flatnonzero(new_run)
+    lasts = np.r_[firsts[1:], heads.size] - 1
+    a, b = b_start[firsts], b_end[lasts]
+    run_of_row = run_of_bucket[np.cumsum(new_bucket) - 1]
+    inside = st < b[run_of_row]  # (all but rows of intervals without a step)
+    rows, run_of_row = rows[inside], run_of_row[inside]
+    by_run = np.lexsort((rows, run_of_row))  # each run's rows ascending
+    rows, run_of_row = rows[by_run], run_of_row[by_run]
+    cuts = np.flatnonzero(np.diff(run_of_row)) + 1
+    present = run_of_row[np.r_[0, cuts]] if rows.size else np.zeros(0, dtype=np.int64)
+    parts = split_at(rows, cuts) if rows.size else []
+    owner_of = b_own[firsts]
+    whole = (a <= first[owner_of]) & (b >= last[owner_of])
+    out = [
+        Run(r, int(a[k]), int(b[k]), bool(whole[k]))
+        for k, r in zip(present.tolist(), parts, strict=True)
+    ]
     return sorted(out, key=lambda r: (r.start_ns, int(r.rows[0])))
 
 
@@ -225,54 +270,109 @@ def qualifying(
     return [r for r in runs(ctx, mask) if r.duration_s >= need or (whole and r.whole)]
 
 
+def _weighted(ctx: Context, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows where `name` is known and the step positive, value × step) of column `name`."""
+    x, w = floats(ctx, name), _step0(ctx)
+    return ~np.isnan(x) & (w > 0), x * w
+
+
 def mean(ctx: Context, name: str, rows: np.ndarray) -> float:
     """Step-weighted mean of column `name` over `rows` (NaN when none is known)."""
-    x, w = floats(ctx, name)[rows], _step0(ctx)[rows]
-    ok = ~np.isnan(x) & (w > 0)
-    return float((x[ok] * w[ok]).sum() / w[ok].sum()) if ok.any() else float("nan")
+    ok, xw = ctx.cached("weighted:" + name, _weighted, ctx, name)
+    known = rows[ok[rows]]
+    if known.size == 0:
+        return float("nan")
+    return float(np.add.reduce(xw[known]) / np.add.reduce(_step0(ctx)[known]))
+
+
+def nanmean(x: np.ndarray) -> float:
+    """`np.nanmean(x)` (the same sum, in the same order), NaN without a warning when all are
+    NaN or `x` is empty."""
+    missing = np.isnan(x)
+    known = x.size - int(np.count_nonzero(missing))
+    if known == 0:
+        return float("nan")
+    return float(np.add.reduce(np.where(missing, 0.0, x)) / known)
 
 
 def peak(ctx: Context, name: str, rows: np.ndarray) -> float:
     """Largest known value of `name` over `rows` (NaN when none)."""
     x = floats(ctx, name)[rows]
-    return float(np.nanmax(x)) if (~np.isnan(x)).any() else float("nan")
+    return float(np.fmax.reduce(x)) if x.size else float("nan")
 
 
 def headroom_bytes(ctx: Context, rows: np.ndarray) -> float:
     """The smallest free memory any GPU of the rows had at its peak (NaN when unknown)."""
     free = floats(ctx, "memory_total_bytes")[rows] - floats(ctx, "memory_used_bytes")[rows]
-    return float(np.nanmin(free)) if (~np.isnan(free)).any() else float("nan")
+    return float(np.fmin.reduce(free)) if free.size else float("nan")
+
+
+def _subject_labels(ctx: Context) -> tuple[list[tuple[str, list[str | None]]], np.ndarray]:
+    """The subject labels with at least one value in the frame (name, value per code) and
+    their codes, one row per label."""
+    present, rows = [], []
+    for name in SUBJECT_LABELS:
+        code, names = label_codes(ctx, name)
+        if any(v is not None for v in names):
+            present.append((name, names))
+            rows.append(code)
+    matrix = np.stack(rows) if rows else np.zeros((0, ctx.frame.num_rows), dtype=np.int64)
+    return present, matrix
 
 
 def subject(ctx: Context, rows: Iterable[int], **extra: str) -> dict[str, str]:
     """The labels the rows share (several values are joined with ","), only those present."""
-    picked = np.fromiter(rows, dtype=np.int64)
+    if isinstance(rows, np.ndarray):
+        picked = rows.astype(np.int64, copy=False)
+    else:
+        picked = np.fromiter(rows, dtype=np.int64)
+    labels, matrix = ctx.cached("subject_labels", _subject_labels, ctx)
     out: dict[str, str] = {}
-    for name in SUBJECT_LABELS:
-        code, names = label_codes(ctx, name)
-        values = sorted({v for c in set(code[picked].tolist()) if (v := names[c]) is not None})
-        if values:
-            out[name] = ",".join(values)
+    if picked.size and labels:
+        codes = matrix[:, picked]
+        first = codes[:, 0]
+        mixed = (codes != first[:, None]).any(axis=1).tolist()
+        for (name, names), several, one, i in zip(
+            labels, mixed, first.tolist(), range(len(labels)), strict=True
+        ):
+            if several:
+                values = sorted({v for k in set(codes[i].tolist()) if (v := names[k]) is not None})
+                if values:
+                    out[name] = ",".join(values)
+            elif (v := names[one]) is not None:
+                out[name] = v
     out.update(extra)
     return out
+
+
+def _cost_columns(ctx: Context) -> np.ndarray:
+    """wasted_s (NaN as 0), gpu_s, total_cost, energy_kwh and co2e_kg, one row each."""
+    cols = ("gpu_s", "total_cost", "energy_kwh", "co2e_kg")
+    return np.stack([np.nan_to_num(floats(ctx, "wasted_s")), *(floats(ctx, c) for c in cols)])
 
 
 def impact(ctx: Context, rows: np.ndarray, lost_s: np.ndarray | None = None) -> Impact:
     """Wasted GPU-hours of `rows` (their `wasted_s`, or `lost_s` per row when given) and that
     share of their cost, energy and carbon, from the waste annotation."""
-    lost = np.nan_to_num(floats(ctx, "wasted_s")[rows] if lost_s is None else lost_s)
-    gpu_s = floats(ctx, "gpu_s")[rows]
+    # one C-ordered block per call: its rows sum as the 1-D columns would, in the same order
+    block = np.ascontiguousarray(ctx.cached("cost_columns", _cost_columns, ctx)[:, rows])
+    if lost_s is None:
+        lost = block[0]
+    else:
+        lost = np.asarray(lost_s, dtype=np.float64)
+        if not np.isfinite(lost).all():
+            lost = np.nan_to_num(lost)
+    gpu_s = block[1]
     frac = np.divide(lost, gpu_s, out=np.zeros_like(lost), where=gpu_s > 0)
-
-    def part(col: str) -> float:
-        return float(np.nansum(floats(ctx, col)[rows] * frac))
-
+    parts = block[2:] * frac  # NaN counts as 0, as np.nansum
+    parts[np.isnan(parts)] = 0.0
+    cost, energy, co2e = np.add.reduce(parts, axis=1).tolist()
     return Impact(
-        wasted_gpu_hours=float(lost.sum()) / 3600.0,
-        cost=part("total_cost"),
+        wasted_gpu_hours=float(np.add.reduce(lost)) / 3600.0,
+        cost=cost,
         currency=ctx.prices.currency,
-        energy_kwh=part("energy_kwh"),
-        co2e_kg=part("co2e_kg"),
+        energy_kwh=energy,
+        co2e_kg=co2e,
     )
 
 

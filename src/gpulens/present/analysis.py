@@ -180,7 +180,8 @@ def analyse(
     }
     view.states = _state_shares(annotated)
     view.mfu = _rows(job_mfu(annotated))
-    busy = annotated.filter(pc.greater(annotated["allocated_s"], 0))
+    activity = [c for c in ("duty", "sm_active", "tensor_active") if c in annotated.column_names]
+    busy = annotated.select(activity).filter(pc.greater(annotated["allocated_s"], 0))
     view.gap = (
         fleet.activity_gap(
             _floats(busy, "duty"), _floats(busy, "sm_active"), _floats(busy, "tensor_active")

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import html
 import json
+import math
+import sys
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from gpulens.present.analysis import ReportView
 from gpulens.present.markup import html_table, md_table, num
@@ -124,7 +128,75 @@ def to_json(view: ReportView) -> str:
         "findings": [f.to_dict() for f in view.findings],
         "notes": view.notes,
     }
-    return json.dumps(doc, indent=2, default=str) + "\n"
+    return dumps(doc)
+
+
+def dumps(doc: Any) -> str:
+    """The text of `json.dumps(doc, indent=2, default=str)` and a newline, written by orjson:
+    floats and the strings json escapes are handed to it already encoded as json writes them."""
+    out = orjson.dumps(_encoded(doc), option=orjson.OPT_INDENT_2)
+    if not out.isascii() or b"\x7f" in out:  # a key json would escape: let json write it all
+        return json.dumps(doc, indent=2, default=str) + "\n"
+    return out.decode("ascii") + "\n"
+
+
+_escape = json.encoder.encode_basestring_ascii
+_MAX = sys.float_info.max
+
+
+def _float(x: float) -> str:
+    if x != x:
+        return "NaN"
+    if x in (math.inf, -math.inf):
+        return "Infinity" if x > 0 else "-Infinity"
+    return float.__repr__(x)
+
+
+def _key(k: Any) -> str:
+    """A dict key as json turns it into a string."""
+    if isinstance(k, str):
+        return k
+    if k is True or k is False or k is None:
+        return {True: "true", False: "false", None: "null"}[k]
+    if isinstance(k, float):
+        return _float(k)
+    if isinstance(k, int):
+        return int.__repr__(k)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
+
+
+def _encoded(o: Any) -> Any:
+    """`o` with every float, and every string json would escape, as an orjson.Fragment of
+    json's text for it; other values orjson writes as json does."""
+    t = type(o)
+    if t is dict:
+        return {(k if type(k) is str else _key(k)): _leaf(v) for k, v in o.items()}
+    if t is list or t is tuple:
+        return [_leaf(v) for v in o]
+    return _leaf(o)
+
+
+def _leaf(o: Any) -> Any:
+    t = type(o)
+    if t is str:
+        return o if o.isascii() and "\x7f" not in o else orjson.Fragment(_escape(o))
+    if t is float:  # orjson writes these as json does; smaller ones, NaN and inf differ
+        return o if 1e-4 <= abs(o) <= _MAX or o == 0 else orjson.Fragment(_float(o))
+    if o is None or t is int or t is bool:
+        return o
+    if t is dict or t is list or t is tuple:
+        return _encoded(o)
+    if isinstance(o, str):
+        return orjson.Fragment(_escape(o))
+    if isinstance(o, float):
+        return orjson.Fragment(_float(o))
+    if isinstance(o, int):
+        return orjson.Fragment(int.__repr__(o))
+    if isinstance(o, dict):
+        return {_key(k): _leaf(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_leaf(v) for v in o]
+    return orjson.Fragment(_escape(str(o)))  # json.dumps(default=str)
 
 
 # -- Markdown ---------------------------------------------------------------------------------

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
 from gpulens.findings.peers import stragglers
-from gpulens.findings.runs import finding, hours, in_states, mean, qualifying, strings
+from gpulens.findings.runs import equals, finding, hours, in_states, mean, qualifying
 
 RULE_ID = "comm_bound"
 
@@ -17,8 +15,7 @@ def check(ctx: Context) -> list[Finding]:
     are the `straggler` rule's)."""
     th = ctx.states
     explained = {s.job_id for s in stragglers(ctx)}
-    job = strings(ctx, "job_id")
-    mask = in_states(ctx, RULE_ID) & np.array([j not in explained for j in job], dtype=bool)
+    mask = in_states(ctx, RULE_ID) & ~equals(ctx, "job_id", *explained)
     out = []
     for run in qualifying(ctx, RULE_ID, mask):
         rows = run.rows

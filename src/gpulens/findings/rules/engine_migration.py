@@ -7,7 +7,7 @@ import numpy as np
 from gpulens.analyze.engines import recommend_engine_migration
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
-from gpulens.findings.runs import Run, ends, finding, impact, starts, strings
+from gpulens.findings.runs import Run, ends, equals, finding, impact, in_states, starts
 
 RULE_ID = "engine_migration"
 
@@ -16,19 +16,14 @@ def check(ctx: Context) -> list[Finding]:
     """One finding per native-engine workload `recommend_engine_migration` flags."""
     s = ctx.engines
     table = ctx.cached("engine_migration", lambda: recommend_engine_migration(ctx.frame, s))
-    engine, proc = strings(ctx, "engine"), strings(ctx, "process_name")
-    steady = np.array([st != "warmup" for st in strings(ctx, "state")], dtype=bool)
+    steady = ~in_states(ctx, "warmup")
     allocated = np.nan_to_num(
         np.asarray(ctx.frame.column("allocated_s").to_numpy(zero_copy_only=False), dtype=float)
     )
     out = []
     for row in table.to_pylist():
-        mine = np.array(
-            [
-                e == row["engine"] and p == row["process_name"]
-                for e, p in zip(engine, proc, strict=True)
-            ],
-            dtype=bool,
+        mine = equals(ctx, "engine", row["engine"]) & equals(
+            ctx, "process_name", row["process_name"]
         )
         rows = np.flatnonzero(mine & steady)
         if rows.size == 0:

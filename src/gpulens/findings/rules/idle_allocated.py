@@ -7,7 +7,17 @@ import numpy as np
 
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity
-from gpulens.findings.runs import finding, floats, gb, hours, in_states, mean, peak, qualifying
+from gpulens.findings.runs import (
+    finding,
+    floats,
+    gb,
+    hours,
+    in_states,
+    mean,
+    nanmean,
+    peak,
+    qualifying,
+)
 
 RULE_ID = "idle_allocated"
 
@@ -20,7 +30,7 @@ def check(ctx: Context) -> list[Finding]:
     out = []
     for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID), need):
         rows = run.rows
-        activity = float(np.nanmean(act[rows])) if (~np.isnan(act[rows])).any() else float("nan")
+        activity = nanmean(act[rows])
         held = np.fmax(
             peak(ctx, "memory_used_bytes", rows), peak(ctx, "process_memory_bytes", rows)
         )

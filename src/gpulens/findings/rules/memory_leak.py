@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
 import pyarrow as pa
 
 from gpulens.analyze.memory import detect_leaks
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
-from gpulens.findings.runs import docs, gb, hours, strings
+from gpulens.findings.runs import docs, gb, hours, label_codes
 
 RULE_ID = "memory_leak"
 MIB = float(1 << 20)
@@ -22,6 +23,15 @@ def leaks(ctx: Context) -> pa.Table:
     return ctx.cached("leaks", lambda: detect_leaks(ctx.frame, ctx.memory))
 
 
+def _gpu_index(ctx: Context) -> dict[str | None, str | None]:
+    """GPU UUID → the GPU index of its last row."""
+    uuid, uuids = label_codes(ctx, "gpu_uuid")
+    index, indexes = label_codes(ctx, "gpu_index")
+    last = np.full(len(uuids), -1, dtype=np.int64)
+    np.maximum.at(last, uuid, np.arange(uuid.size))
+    return {u: indexes[index[r]] for u, r in zip(uuids, last.tolist(), strict=True) if r >= 0}
+
+
 def _when(ns: int | None) -> str:
     if ns is None:
         return "unknown"
@@ -31,11 +41,10 @@ def _when(ns: int | None) -> str:
 def check(ctx: Context) -> list[Finding]:
     """One finding per (job, GPU, run) that `detect_leaks` calls a leak."""
     t, s = ctx.thresholds, ctx.memory
-    index = dict(zip(strings(ctx, "gpu_uuid"), strings(ctx, "gpu_index"), strict=True))
+    index = _gpu_index(ctx)
+    table = leaks(ctx)
     out = []
-    for leak in leaks(ctx).to_pylist():
-        if not leak["leak"]:
-            continue
+    for leak in table.filter(table.column("leak").fill_null(False)).to_pylist():
         rate = float(leak["rate_bytes_per_second"])
         to_oom = leak["time_to_oom_s"]
         if to_oom is not None and to_oom <= t.leak_critical_s:

@@ -8,7 +8,17 @@ import pyarrow as pa
 from gpulens.analyze.memory import overprovisioned as judge
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity
-from gpulens.findings.runs import Run, ends, finding, gb, hours, impact, starts, strings
+from gpulens.findings.runs import (
+    Run,
+    ends,
+    equals,
+    finding,
+    gb,
+    hours,
+    impact,
+    in_states,
+    starts,
+)
 
 RULE_ID = "overprovisioned"
 
@@ -27,13 +37,12 @@ def _sentence(text: str) -> str:
 def check(ctx: Context) -> list[Finding]:
     """One finding per job judged over-provisioned, with the MIG profile or smaller GPU."""
     s = ctx.memory
-    job = strings(ctx, "job_id")
-    steady = np.array([st != "warmup" for st in strings(ctx, "state")], dtype=bool)
+    steady = ~in_states(ctx, "warmup")
     out = []
     for row in table(ctx).to_pylist():
         if not row["overprovisioned"]:
             continue
-        rows = np.flatnonzero(steady & np.array([j == row["job_id"] for j in job], dtype=bool))
+        rows = np.flatnonzero(steady & equals(ctx, "job_id", row["job_id"]))
         if rows.size == 0:
             continue
         run = Run(rows, int(starts(ctx)[rows].min()), int(ends(ctx)[rows].max()), True)

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
 from gpulens.findings.peers import stragglers
-from gpulens.findings.runs import finding, floats, hours, impact, mean, strings
+from gpulens.findings.runs import finding, floats, hours, impact, mean, nanmean, strings
 
 RULE_ID = "straggler"
-
-
-def _clock_ratio(ctx: Context, rows: np.ndarray) -> float:
-    clock, top = mean(ctx, "sm_clock_hz", rows), mean(ctx, "sm_clock_max_hz", rows)
-    return clock / top if top == top and top > 0 else float("nan")
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -25,13 +18,15 @@ def check(ctx: Context) -> list[Finding]:
         slow, peers = s.slow_rows, s.waiting_rows
         sm_slow, sm_peers = mean(ctx, "sm_active", slow), mean(ctx, "sm_active", peers)
         clock_slow, clock_peers = mean(ctx, "sm_clock_hz", slow), mean(ctx, "sm_clock_hz", peers)
+        top = mean(ctx, "sm_clock_max_hz", slow)
+        ratio = clock_slow / top if top == top and top > 0 else float("nan")
         index = strings(ctx, "gpu_index")[int(slow[0])] or "?"
         host = strings(ctx, "host")[int(slow[0])] or "?"
         evidence = [
             Evidence("share_slowest", s.share, t.straggler_min_share, ">=", "of waiting intervals"),
             Evidence("sm_active", sm_slow, sm_peers, ">", "straggler vs its waiting peers"),
             Evidence("sm_clock_hz", clock_slow, clock_peers, "<", "straggler vs its peers"),
-            Evidence("clock_ratio", _clock_ratio(ctx, slow), ctx.states.clock_throttled, "<"),
+            Evidence("clock_ratio", ratio, ctx.states.clock_throttled, "<"),
             Evidence("power_w", mean(ctx, "power_w", slow)),
             Evidence("temperature_c", mean(ctx, "temperature_c", slow)),
         ]
@@ -50,7 +45,7 @@ def check(ctx: Context) -> list[Finding]:
                 "(`nvidia-smi topo -m`)."
             )
         throttled = floats(ctx, "throttle_thermal")[slow]
-        if (~np.isnan(throttled)).any() and float(np.nanmean(throttled)) >= 0.5:
+        if nanmean(throttled) >= 0.5:
             cause += " It reports thermal slowdown: check its airflow."
         out.append(
             finding(

@@ -17,9 +17,9 @@ from gpulens.findings.runs import (
     hours,
     impact,
     in_states,
+    label_codes,
     mean,
     runs,
-    strings,
 )
 
 RULE_ID = "throttled"
@@ -30,21 +30,16 @@ def _fill_from_spec(
 ) -> np.ndarray:
     """`values` with NaN rows filled from the datasheet of the row's GPU model (looked up once
     per model), where the datasheet has a figure."""
-    out = values.copy()
-    missing = np.flatnonzero(np.isnan(out))
-    if missing.size == 0:
-        return out
-    models = strings(ctx, "gpu_model")
-    known: dict[str | None, float | None] = {}
-    for i in missing:
-        model = models[int(i)]
-        if model not in known:
-            spec = peaks.lookup(model)
-            known[model] = spec_value(spec) if spec is not None else None
-        value = known[model]
-        if value is not None:
-            out[i] = value
-    return out
+    missing = np.isnan(values)
+    if not missing.any():
+        return values.copy()
+    code, models = label_codes(ctx, "gpu_model")
+    sheet = []
+    for model in models:
+        spec = peaks.lookup(model)
+        value = spec_value(spec) if spec is not None else None
+        sheet.append(np.nan if value is None else float(value))
+    return np.where(missing, np.asarray(sheet, dtype=np.float64)[code], values)
 
 
 def _max_clock(ctx: Context) -> np.ndarray:
