@@ -476,7 +476,9 @@ def _finish(
         head = tot - last
         known = (slope > 0) & ~np.isnan(head)
         to_oom = np.where(known, head / np.where(known, slope, 1.0), np.nan)
-    to_oom_s = _at_least(to_oom, 0.0)  # unknown comes out as 0, as max(0.0, nan) does
+    # unknown (no total memory, or not growing) stays null: never 0, which reads "out of
+    # memory now"
+    to_oom_s = np.where(np.isnan(to_oom), np.nan, np.maximum(to_oom, 0.0))
     oom_at = [
         None if x != x else e + round(max(0.0, x) * 1e9)
         for e, x in zip(end.tolist(), to_oom.tolist(), strict=True)

@@ -26,10 +26,11 @@ def batch_advice(ctx: Context, rows: np.ndarray) -> str:
 
 
 def engine_of(ctx: Context, rows: np.ndarray) -> str | None:
-    """The engine most of the rows ran on (None when unlabelled)."""
+    """The engine most of the rows ran on (None when unlabelled; a tie goes to the name that
+    sorts first, so the advice is the same on every run)."""
     engine = strings(ctx, "engine")
     names = [e for i in rows.tolist() if (e := engine[i]) is not None]
-    return max(set(names), key=names.count) if names else None
+    return min(set(names), key=lambda n: (-names.count(n), n)) if names else None
 
 
 def optimised(ctx: Context, engine: str | None) -> bool:

@@ -24,6 +24,7 @@ from gpulens.findings.context import FindingThresholds
 from gpulens.findings.engine import build_context, run_rules
 from gpulens.findings.model import Finding
 from gpulens.store import Store
+from gpulens.store.events import events
 from gpulens.store.frames import gpu_intervals
 
 NS = 1_000_000_000
@@ -134,8 +135,11 @@ def analyse(
     if frame.num_rows == 0:
         view.notes.append("no GPU readings in this window and scope")
         return view
+    first = int(pc.min(frame["start_ns"]).as_py())
+    last = int(pc.max(frame["start_ns"]).as_py() + step_s * NS)
     ctx = build_context(
         frame,
+        events(store, first, last),  # version changes for baseline_regression, deploys...
         prices=prices,
         region=region,
         quotas=quotas,
@@ -172,8 +176,10 @@ def analyse(
         rollups.rollup(annotated, "job_id", prices=prices, region=region), "job_id", 10
     )
     view.engines = _rows(rollups.rollup(annotated, "engine", prices=prices, region=region))
-    summary = fairness.shares(annotated, "user", quotas=quotas, prices=prices, region=region)
+    quota_by = (finding_thresholds or FindingThresholds()).unfair_by
+    summary = fairness.shares(annotated, quota_by, quotas=quotas, prices=prices, region=region)
     view.fairness = {
+        "by": quota_by,
         "table": _rows(summary.table),
         "jain_useful": summary.jain_useful,
         "jain_allocation_over_quota": summary.jain_allocation_over_quota,

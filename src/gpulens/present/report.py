@@ -260,12 +260,13 @@ def to_markdown(view: ReportView) -> str:
         )
     fair = view.fairness.get("table") or []
     if not view.is_job_report and fair:
+        by = str(view.fairness.get("by") or "user")
         lines += ["## Fairness: allocation versus useful work", ""]
         lines += md_table(
-            ["user", "allocation share", "useful-work share", "quota share"],
+            [by, "allocation share", "useful-work share", "quota share"],
             [
                 [
-                    str(r.get("user")),
+                    str(r.get(by)),
                     _pct(r.get("allocation_share")),
                     _pct(r.get("useful_share")),
                     _pct(r.get("quota_share")),

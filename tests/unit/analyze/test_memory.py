@@ -100,6 +100,14 @@ def test_leak_rate_and_projected_oom() -> None:
     assert leak["r2"] > 0.99 and leak["confidence"] > 0.9
 
 
+def test_unknown_total_memory_leaves_the_time_to_oom_unknown() -> None:
+    used, states = _leaky(1.0e6)
+    rows = _series(used, state=states, memory_total_bytes=None)
+    (leak,) = detect_leaks(_frame(rows)).to_pylist()
+    assert leak["leak"] is True
+    assert leak["time_to_oom_s"] is None and leak["oom_at_ns"] is None  # never 0: "now"
+
+
 def test_without_state_the_warmup_seconds_are_skipped() -> None:
     used, _ = _leaky(1.0e6)
     leak = detect_leaks(_frame(_series(used)), MemorySettings(warmup_s=300.0)).to_pylist()[0]

@@ -74,7 +74,7 @@ def _fit(rows: list[dict[str, Any]], s: MemorySettings) -> dict[str, Any]:
         "last_used_bytes": float(y[-1]),
         "memory_total_bytes": _nan(tot),
         "headroom_bytes": _nan(head),
-        "time_to_oom_s": max(0.0, to_oom),  # unknown is 0 (as the analysis writes it)
+        "time_to_oom_s": None if to_oom != to_oom else max(0.0, to_oom),  # unknown: null
         "oom_at_ns": None if to_oom != to_oom else end + round(max(0.0, to_oom) * 1e9),
         "confidence": confidence if slope > 0 else 0.0,
         "leak": bool(leak),

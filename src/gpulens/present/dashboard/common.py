@@ -11,7 +11,6 @@ import math
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -25,8 +24,9 @@ from gpulens.analyze.rollups import CAUSE_NAMES
 from gpulens.findings.context import Context, FindingThresholds
 from gpulens.findings.engine import build_context, run_rules
 from gpulens.findings.model import Finding
-from gpulens.present.dashboard.window import NS, Window
+from gpulens.present.dashboard.window import Window
 from gpulens.store import Store
+from gpulens.store.events import events
 from gpulens.store.frames import gpu_intervals
 
 
@@ -85,36 +85,6 @@ class Analysed:
             if self._findings is None:
                 self._findings = run_rules(self.context) if self.context is not None else []
             return self._findings
-
-
-EVENTS_SQL = """
-SELECT * EXCLUDE (ts), epoch_ns(ts) AS ts FROM event
-WHERE ts >= make_timestamp_ns($start) AND ts < make_timestamp_ns($end)
-  AND date >= $start_date::DATE AND date <= $end_date::DATE
-ORDER BY ts
-"""
-
-
-def day(ns: int) -> str:
-    """The UTC date of `ns` as YYYY-MM-DD (the store's day partitions)."""
-    return datetime.fromtimestamp(ns // NS, UTC).date().isoformat()
-
-
-def events(store: Store, start_ns: int, end_ns: int, host: str | None = None) -> pa.Table:
-    """The event rows in [start_ns, end_ns) (`ts` as int ns), of one host when given."""
-    sql, params = (
-        EVENTS_SQL,
-        {
-            "start": start_ns,
-            "end": end_ns,
-            "start_date": day(start_ns),
-            "end_date": day(end_ns),
-        },
-    )
-    if host is not None:
-        sql = sql.replace("ORDER BY", "AND host = $host ORDER BY")
-        params["host"] = host
-    return store.query(sql, params)
 
 
 def analyse_window(

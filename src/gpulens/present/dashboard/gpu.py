@@ -15,8 +15,6 @@ from gpulens.analyze.phases import warmup_windows
 from gpulens.present.dashboard.common import (
     Settings,
     column,
-    day,
-    events,
     gpu_label,
     gpu_sort_key,
     ints,
@@ -24,6 +22,7 @@ from gpulens.present.dashboard.common import (
 )
 from gpulens.present.dashboard.window import NS, Window, WindowInfo
 from gpulens.store import Store
+from gpulens.store.events import day, events
 from gpulens.store.frames import gpu_intervals
 
 #: series of the GPU page: frame column → series name (base units)
