@@ -51,8 +51,16 @@ def test_two_rank_pair_is_one_job(shared: Path) -> None:
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     cluster = doc["cluster"]
     assert cluster["ranks"] == 2 and cluster["world_size"] == 128
-    assert cluster["alignment"] == "shared clock"
+    # aligned on the end of the first SendRecv kernel of each rank; the pair is sampled, so later
+    # SendRecv kernels do not pair one to one and the residual is reported
+    assert cluster["alignment"] == "collective"
     assert [r["rank"] for r in cluster["per_rank"]] == [0, 1]
+    first_end = {0: 1682725898094377 + 30669, 1: 1682725898129911 + 57924}  # µs, own clocks
+    shifts = [r["clock_shift_us"] for r in cluster["per_rank"]]
+    assert shifts == [0, first_end[0] - first_end[1]] == [0, -62789]
+    assert cluster["alignment_residual_us"] > 1000
+    assert "rank 1 shifted by -62,789.0 µs" in cluster["notes"][0]
+    assert "do not pair one to one" in cluster["notes"][1]
     assert "2 of 128 ranks present" in cluster["notes"][-1]
     # rank 1 computes ~29 % longer while rank 0 spends longer in SendRecv
     assert cluster["straggler"] == 1

@@ -10,7 +10,7 @@ clock (ns).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpulens.analyze.traces.causes import CauseTotal, GapExample
@@ -32,6 +32,7 @@ THRESHOLDS: dict[str, Threshold] = {
     "input_bound": Threshold(0.05, 0.20, "data-loader idle / active span"),
     "launch_bound": Threshold(0.05, 0.20, "launch-overhead idle / active span"),
     "sync_heavy": Threshold(0.05, 0.20, "idle after synchronisations / active span"),
+    "cpu_bound": Threshold(0.05, 0.20, "idle while the CPU runs operator/Python code / span"),
     "comm_exposed": Threshold(0.10, 0.30, "collective time not overlapped / active span"),
     "straggler": Threshold(0.05, 0.20, "straggler compute above the others' median"),
     "low_tensor_use": Threshold(0.10, 0.30, "FP32 GEMM/conv kernel time / all GPU time"),
@@ -39,6 +40,8 @@ THRESHOLDS: dict[str, Threshold] = {
 }
 # launch_bound also needs this share of kernels shorter than their launch call
 LAUNCH_BOUND_SHORT_KERNELS = 0.3
+# cpu_bound also needs a profiled CPU op or Python function running in this share of those gaps
+CPU_BOUND_MIN_BUSY = 0.5
 # below the warning share, memcpy_pageable is reported (as info) from this many copies on
 MEMCPY_PAGEABLE_MIN_COPIES = 10
 
@@ -163,8 +166,41 @@ def rank_findings(a: RankAnalysis) -> list[Finding]:
                 found.docs,
             )
         candidates.append(found)
-    candidates += [_comm_exposed(a), _low_tensor_use(a), _memcpy_pageable(a)]
+    candidates += [_cpu_bound(a), _comm_exposed(a), _low_tensor_use(a), _memcpy_pageable(a)]
     return [f for f in candidates if f is not None]
+
+
+def _cpu_bound(a: RankAnalysis) -> Finding | None:
+    cause = a.causes.causes["cpu_ops"]
+    busy = a.causes.cpu_ops_busy_ns / cause.idle_ns if cause.idle_ns else 0.0
+    if busy < CPU_BOUND_MIN_BUSY:
+        return None
+    python = a.causes.cpu_ops_python_ns / cause.idle_ns
+    found = _cause_finding(
+        a,
+        "cpu_bound",
+        cause,
+        "The GPU waits for the CPU: {share:.0f}% of its active span ({ms:,.1f} ms in {gaps} "
+        "gaps) is idle while the host runs Python and operator code before the next launch.",
+        "Take the CPU off the critical path: torch.compile the model (fuses small ops, removes "
+        "Python and dispatcher overhead), capture static steps in CUDA graphs, move per-step "
+        "Python work (loops over tensors, logging, metric bookkeeping) out of the loop or to "
+        "another thread, and increase the work per launch (batch size); profile the host side "
+        "with with_stack=True or py-spy to find the hot code.",
+    )
+    if found is None:
+        return None
+    extra = (
+        Evidence(
+            "cpu_busy_share",
+            busy,
+            CPU_BOUND_MIN_BUSY,
+            ">=",
+            "part of these gaps with a CPU operator or Python function running",
+        ),
+        Evidence("python_share", python, note="part with a Python function running"),
+    )
+    return replace(found, evidence=(*found.evidence[:3], *extra, *found.evidence[3:]))
 
 
 def _comm_exposed(a: RankAnalysis) -> Finding | None:

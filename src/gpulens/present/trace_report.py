@@ -336,13 +336,26 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
 
 def _cluster_table(c: dict[str, Any]) -> Table:
     return (
-        f"Ranks ({c['ranks']} of {c['world_size'] or '?'}; alignment: {c['alignment']}; "
+        f"Ranks ({c['ranks']} of {c['world_size'] or '?'}; clocks aligned on "
+        f"{c['alignment_anchor']}; "
         f"imbalance {_pct(c['imbalance'])}; straggler: "
         f"{'-' if c['straggler'] is None else 'rank ' + str(c['straggler'])})",
-        ["rank", "span µs", "compute µs", "comm µs", "exposed comm µs", "idle µs", "sync wait"],
+        [
+            "rank",
+            "clock shift µs",
+            "start µs",
+            "span µs",
+            "compute µs",
+            "comm µs",
+            "exposed comm µs",
+            "idle µs",
+            "sync wait",
+        ],
         [
             [
                 str(r["rank"]),
+                num(r["clock_shift_us"]),
+                num(r["offset_us"]),
                 num(r["span_us"]),
                 num(r["compute_us"]),
                 num(r["comm_us"]),
@@ -383,7 +396,9 @@ def _sections(view: TraceView) -> list[tuple[str, list[Table]]]:
     doc = view.doc
     out: list[tuple[str, list[Table]]] = []
     if len(doc["ranks"]) > 1:
-        out.append(("Job", [_cluster_table(doc["cluster"])]))
+        cluster = doc["cluster"]
+        notes: list[Table] = [("Notes", ["note"], [[n] for n in cluster["notes"]])]
+        out.append(("Job", [_cluster_table(cluster), *(notes if cluster["notes"] else [])]))
     for r in doc["ranks"]:
         head = f"Rank {r['rank']}: {Path(r['file']).name}"
         out.append((head, _rank_tables(r)))

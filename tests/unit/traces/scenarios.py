@@ -73,6 +73,19 @@ def every_cause() -> list[Event]:
     ]
 
 
+def cpu_bound(python: bool = True) -> list[Event]:
+    """Two 20 µs kernels with 80 µs of host work between them: a Python function (or, without
+    `python`, nothing profiled) running while the GPU is idle; GPU span 5 → 125."""
+    host = [cpu("train.py(42): step", 25, 70, cat="python_function")] if python else []
+    return [
+        launch(0, 1),
+        gpu("k1", 5, 20, 1),
+        *host,
+        launch(100, 2),
+        gpu("k2", 105, 20, 2),
+    ]
+
+
 def launch_bound() -> list[Event]:
     """10 kernels of 2 µs, each launched by a 5 µs call after the previous one ended."""
     out: list[Event] = []

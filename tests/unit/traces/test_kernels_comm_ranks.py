@@ -118,7 +118,8 @@ def test_straggler_across_two_ranks(write_trace: Callable[..., Path]) -> None:
     ]
     analyses, cluster = analyze_job([load_trace(p) for p in reversed(paths)])
     assert [a.rank for a in analyses] == [0, 1]
-    assert cluster.alignment == "shared clock" and cluster.world_size == 2
+    assert cluster.alignment.method == "collective" and cluster.world_size == 2
+    assert [r.clock_shift_ns for r in cluster.rows] == [0, 0]
     assert cluster.straggler == 1
     assert cluster.straggler_excess_ns == 90_000
     assert cluster.imbalance == pytest.approx((190 - 145) / 145)
@@ -137,3 +138,39 @@ def test_balanced_ranks_have_no_straggler(write_trace: Callable[..., Path]) -> N
     _, cluster = analyze_job([load_trace(p) for p in paths])
     assert [r.rank for r in cluster.rows] == [0, 1]  # from the file names
     assert cluster.straggler is None and cluster.imbalance == 0
+
+
+def _shifted(events: list[dict[str, object]], us: float) -> list[dict[str, object]]:
+    return [{**e, "ts": float(str(e["ts"])) + us} if "ts" in e else e for e in events]
+
+
+def test_ranks_aligned_on_the_first_common_collective(write_trace: Callable[..., Path]) -> None:
+    # rank 1's clock runs 5 ms ahead: its all-reduce "ends" at 5200 µs instead of 200 µs
+    paths = [
+        write_trace(rank(100, 100, 0), "rank0.json"),
+        write_trace(_shifted(rank(150, 50, 1), 5000), "rank1.json"),
+    ]
+    _, cluster = analyze_job([load_trace(p) for p in paths])
+    assert cluster.alignment.method == "collective" and cluster.alignment.anchor == "AllReduce"
+    assert [r.clock_shift_ns for r in cluster.rows] == [0, -5_000_000]
+    assert [r.offset_ns for r in cluster.rows] == [0, 0]
+    assert cluster.alignment.residual_ns == 0
+    doc = cluster.to_dict()
+    assert doc["alignment"] == "collective"
+    assert [r["clock_shift_us"] for r in doc["per_rank"]] == [0, -5000]
+    assert "rank 1 shifted by -5,000.0 µs" in cluster.notes[0]
+
+
+def test_alignment_without_a_common_collective(write_trace: Callable[..., Path]) -> None:
+    compute = [launch(0, 1), gpu("sm80_xmma_gemm_bf16bf16_bf16f32", 0, 100, 1)]
+    paths = [
+        write_trace(compute, "rank0.json", baseTimeNanoseconds=1),
+        write_trace(_shifted(compute, 700), "rank1.json", baseTimeNanoseconds=2),
+    ]
+    _, cluster = analyze_job([load_trace(p) for p in paths])
+    assert cluster.alignment.method == "per-rank start"
+    assert [r.clock_shift_ns for r in cluster.rows] == [0, -700_000]
+    paths[1] = write_trace(_shifted(compute, 700), "rank1.json", baseTimeNanoseconds=1)
+    _, cluster = analyze_job([load_trace(p) for p in paths])
+    assert cluster.alignment.method == "shared clock"
+    assert [r.offset_ns for r in cluster.rows] == [0, 700_000]

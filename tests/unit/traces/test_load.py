@@ -6,21 +6,24 @@ import gzip
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpulens.analyze.traces import load as load_module
 from gpulens.analyze.traces.breakdown import breakdown, union_length
 from gpulens.analyze.traces.load import decimal_to_ns, load_trace, rank_from_name
+from gpulens.analyze.traces.times import texts_to_ns
 from gpulens.errors import TraceFormatError
 
 
-def _event(ts: str, dur: str, **extra: object) -> str:
+def _event(ts: str, dur: str, name: str = "k", **extra: object) -> str:
     args = json.dumps(extra.pop("args", {}))
     fields = "".join(f', "{k}": {json.dumps(v)}' for k, v in extra.items())
-    head = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7'
+    head = f'{{"ph": "X", "cat": "kernel", "name": {json.dumps(name)}, "pid": 0, "tid": 7'
     return f'{head}, "ts": {ts}, "dur": {dur}, "args": {args}{fields}}}'
 
 
@@ -196,3 +199,60 @@ def test_union_length() -> None:
     s = np.array([0, 5, 10, 30], dtype=np.int64)
     e = np.array([10, 8, 20, 31], dtype=np.int64)
     assert union_length(s, e) == 21
+
+
+@given(st.lists(st.integers(min_value=-(10**18), max_value=9 * 10**18), max_size=40))
+def test_texts_to_ns_matches_decimal_to_ns(values: list[int]) -> None:
+    texts = [_us_text(v).encode() for v in values]
+    texts += [b"12", b"0.5", b"-7.25", b"1e3", b"3.0005", b"5."]
+    expected = [decimal_to_ns(t) for t in texts]
+    assert texts_to_ns(texts).tolist() == expected
+
+
+def test_cuts_only_between_events(tmp_path: Path) -> None:
+    tricky = ['a}, {"b', "c}]d", 'e\\"}, {\\"f', "}"]
+    events = [
+        _event(str(i), "1", name=tricky[i % 4], args={"nested": [{"x": i}, {"y": [i]}]})
+        for i in range(200)
+    ]
+    path = _write(tmp_path, '{"traceEvents": [' + ",\n".join(events) + '], "x": [{"y": 1}]}')
+    whole = load_trace(path, chunk_bytes=None)
+    assert [whole.names[i] for i in whole.events.name] == [tricky[i % 4] for i in range(200)]
+    for chunk in (1, 100, 333, 4096):
+        cut = load_trace(path, chunk_bytes=chunk)
+        assert cut.names == whole.names and cut.metadata == whole.metadata == {"x": [{"y": 1}]}
+        for key in ("index", "ts_ns", "name", "category"):
+            assert getattr(cut.events, key).tolist() == getattr(whole.events, key).tolist()
+
+
+def test_gzip_members_and_streaming_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = [_event(f"{i}.5", "2", args={"pad": "x" * 200}) for i in range(3000)]
+    text = ('{"traceEvents": [' + ", ".join(events) + "]}").encode()
+    path = tmp_path / "t.json.gz"
+    half = len(text) // 2
+    path.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
+    widest = [0]
+    original = load_module._Text.more
+
+    def more(self: Any, keep_from: int) -> int:
+        shift = original(self, keep_from)
+        widest[0] = max(widest[0], len(self.buf))
+        return shift
+
+    monkeypatch.setattr(load_module._Text, "more", more)
+    trace = load_trace(path, chunk_bytes=16_384)
+    assert trace.events.ts_ns.tolist() == [i * 1000 + 500 for i in range(3000)]
+    assert len(text) > 700_000 and widest[0] < 5 * 65_536  # a window, never the whole text
+
+
+def test_coarse_floats_with_a_nested_ts_are_reparsed(tmp_path: Path) -> None:
+    # a "ts" inside args breaks the pairing of text numbers with events: the slice is re-parsed
+    events = [
+        _event("1712195495519689.047", "0.5", args={"ts": 3}),
+        _event("1712195495519690.001", "1.25"),
+    ]
+    path = _write(tmp_path, '{"traceEvents": [' + ", ".join(events) + "]}")
+    for chunk in (None, 1 << 18):
+        trace = load_trace(path, chunk_bytes=chunk)
+        assert trace.events.ts_ns.tolist() == [1712195495519689047, 1712195495519690001]
+        assert trace.events.dur_ns.tolist() == [500, 1250]

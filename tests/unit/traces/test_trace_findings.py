@@ -13,6 +13,7 @@ from gpulens.findings.traces import rank_findings, trace_findings
 
 from .scenarios import (
     comm_exposed,
+    cpu_bound,
     every_cause,
     launch_bound,
     pageable_copies,
@@ -37,6 +38,20 @@ def test_input_bound(write_trace: Callable[..., Path]) -> None:
     assert any("at +20.0 µs" in e.note and "DataLoader" in e.note for e in f.evidence)
     assert "num_workers" in f.recommendation
     assert "sync_heavy" not in found and "launch_bound" not in found
+
+
+def test_cpu_bound(write_trace: Callable[..., Path]) -> None:
+    found = _rules(write_trace, cpu_bound())
+    f = found["cpu_bound"]
+    assert f.severity is Severity.CRITICAL  # 80 of 120 µs idle, the CPU busy in Python
+    metrics = {e.metric: e.value for e in f.evidence}
+    assert metrics["cpu_ops_idle_share"] == 80 / 120
+    assert metrics["cpu_busy_share"] == 70 / 80 and metrics["python_share"] == 70 / 80
+    assert any("train.py(42): step" in e.note for e in f.evidence)
+    assert "torch.compile" in f.recommendation
+    assert f.impact.wasted_gpu_hours == 80_000 / 3.6e12
+    # the same idle with nothing profiled on the CPU side: not shown to be CPU-bound
+    assert "cpu_bound" not in _rules(write_trace, cpu_bound(python=False))
 
 
 def test_launch_bound(write_trace: Callable[..., Path]) -> None:

@@ -20,7 +20,10 @@ decided from what the CPU threads did during it, in this order:
 6. `cpu_ops` — launched during a longer gap: the CPU was busy in Python or operator code.
 
 Totals and shares are per cause over all gaps; examples are the longest gaps of each cause with
-the CPU event that explains them.
+the CPU event that explains them. For the `cpu_ops` gaps, `cpu_ops_busy_ns` is the part during
+which a profiled CPU operator or Python function (`cpu_op`, `python_function`) runs on some
+thread, and `cpu_ops_python_ns` the part covered by Python functions (traces recorded with
+`with_stack=True`): whether the CPU was really busy, and in what.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ CPU_CATEGORIES = frozenset(
     }
 )
 LAUNCH_CALL_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime"})
+OP_CATEGORIES = frozenset({"cpu_op", "Operator", "python_function"})
+PYTHON_CATEGORIES = frozenset({"python_function"})
 DATA_LOADER = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|dataloader", re.I)
 SYNC_CALLS = frozenset(
     {
@@ -180,6 +185,8 @@ class IdleCauses:
     gaps: Gaps
     kernels_with_launch: int
     kernels_shorter_than_launch: int  # GPU kernels whose duration < their launch call's
+    cpu_ops_busy_ns: int = 0  # cpu_ops gap time with a CPU operator / Python function running
+    cpu_ops_python_ns: int = 0  # … with a Python function running
 
     def idle(self, cause: str) -> int:
         return self.causes[cause].idle_ns
@@ -194,6 +201,8 @@ class IdleCauses:
             "gaps": len(self.gaps),
             "kernels_with_launch": self.kernels_with_launch,
             "kernels_shorter_than_launch": self.kernels_shorter_than_launch,
+            "cpu_ops_busy_us": self.cpu_ops_busy_ns / 1000,
+            "cpu_ops_python_us": self.cpu_ops_python_ns / 1000,
             "causes": {
                 c.cause: {
                     "idle_us": c.idle_ns / 1000,
@@ -357,7 +366,15 @@ def idle_causes(
     kernels = trace.category_mask({"kernel", "Kernel"})[work] & (launch != MISSING)
     k_rows, l_rows = work[kernels], launch[kernels]
     shorter = int((ev.dur_ns[k_rows] < ev.dur_ns[l_rows]).sum())
-    return IdleCauses(span, idle, totals, gaps, int(k_rows.size), shorter)
+    cpu_gap = cause == CAUSES.index("cpu_ops")
+    busy = python = 0
+    if cpu_gap.any():
+        ops = cpu[trace.category_mask(OP_CATEGORIES)[cpu]]
+        py = cpu[trace.category_mask(PYTHON_CATEGORIES)[cpu]]
+        a, b = gs[cpu_gap], ge[cpu_gap]
+        busy = int(covered(*_union(trace, ops), a, b).sum())
+        python = int(covered(*_union(trace, py), a, b).sum())
+    return IdleCauses(span, idle, totals, gaps, int(k_rows.size), shorter, busy, python)
 
 
 def gap_mask(gaps: Gaps, cause: str) -> Bools:

@@ -3,10 +3,10 @@
 `analyze_rank` runs every analysis of this package over one `Trace`. `analyze_job` puts the
 ranks of one job side by side:
 
-* alignment: when every rank records the same `baseTimeNanoseconds` (Kineto's shared clock
-  base) or none does, timestamps are on one clock and each rank's offset is its first event
-  minus the job's first event (`alignment = "shared clock"`); otherwise each rank is shifted to
-  start at 0 (`"per-rank start"`, as HTA's min-ts alignment would mislead);
+* alignment (align.py): ranks are put on one clock by the end of their first common collective
+  (`alignment = "collective"`), else by their shared clock base, else by their starts; each
+  rank's `clock_shift_ns` is what was added to its timestamps and `offset_ns` its aligned start
+  minus the job's aligned start;
 * per rank: span, busy, compute (non-collective kernel union), collective time, exposed
   collective time, device idle, `sync_wait_share` = collective time / span (NCCL kernels spin
   while they wait for peers, so this is the synchronisation wait plus the transfer);
@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import median
 
+from gpulens.analyze.traces.align import Alignment, align
 from gpulens.analyze.traces.breakdown import RankBreakdown, breakdown, job_step_name_count
 from gpulens.analyze.traces.causes import IdleCauses, idle_causes
 from gpulens.analyze.traces.comm import Communication, communication
@@ -29,6 +30,7 @@ from gpulens.analyze.traces.model import Trace
 from gpulens.analyze.traces.steps import Step, steps
 
 STRAGGLER_THRESHOLD = 0.05
+RESIDUAL_NOTE_NS = 1_000_000  # a residual clock disagreement worth a note
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class RankRow:
     rank: int | None
     file: str
     offset_ns: int
+    clock_shift_ns: int
     span_ns: int
     busy_ns: int
     compute_ns: int
@@ -100,6 +103,7 @@ class RankRow:
             "rank": self.rank,
             "file": self.file,
             "offset_us": self.offset_ns / 1000,
+            "clock_shift_us": self.clock_shift_ns / 1000,
             "span_us": self.span_ns / 1000,
             "busy_us": self.busy_ns / 1000,
             "compute_us": self.compute_ns / 1000,
@@ -112,7 +116,7 @@ class RankRow:
 
 @dataclass(frozen=True)
 class Cluster:
-    alignment: str
+    alignment: Alignment
     world_size: int | None
     rows: list[RankRow]
     imbalance: float | None
@@ -124,7 +128,9 @@ class Cluster:
         return {
             "ranks": len(self.rows),
             "world_size": self.world_size,
-            "alignment": self.alignment,
+            "alignment": self.alignment.method,
+            "alignment_anchor": self.alignment.describe(),
+            "alignment_residual_us": self.alignment.residual_ns / 1000,
             "per_rank": [r.to_dict() for r in self.rows],
             "imbalance": self.imbalance,
             "straggler": self.straggler,
@@ -152,17 +158,29 @@ def cluster(
     analyses: list[RankAnalysis], *, straggler_threshold: float = STRAGGLER_THRESHOLD
 ) -> Cluster:
     notes: list[str] = []
-    bases = {a.trace.metadata.get("baseTimeNanoseconds") for a in analyses}
-    shared = len(bases) == 1
-    alignment = "shared clock" if shared else "per-rank start"
-    if not shared:
+    alignment = align([a.trace for a in analyses])
+    starts = [a.origin_ns + shift for a, shift in zip(analyses, alignment.shifts_ns, strict=True)]
+    job_start = min(starts, default=0)
+    if alignment.method == "per-rank start":
         notes.append("ranks record different baseTimeNanoseconds: each rank aligned at its start")
-    job_start = min((a.origin_ns for a in analyses), default=0)
+    shifted = [(a.rank, s) for a, s in zip(analyses, alignment.shifts_ns, strict=True) if s]
+    if alignment.method == "collective" and shifted:
+        notes.append(
+            f"clocks aligned on the end of the first {alignment.anchor} collective: "
+            + ", ".join(f"rank {r} shifted by {s / 1000:+,.1f} µs" for r, s in shifted)
+        )
+    if alignment.residual_ns > RESIDUAL_NOTE_NS:
+        notes.append(
+            f"after alignment, later {alignment.anchor} kernels still disagree by up to "
+            f"{alignment.residual_ns / 1000:,.1f} µs: the ranks' collectives do not pair one to "
+            "one (sampled traces?), so the clock shifts are uncertain"
+        )
     rows = [
         RankRow(
             a.rank,
             a.trace.path,
-            a.origin_ns - job_start if shared else 0,
+            start - job_start,
+            shift,
             a.comm.span_ns,
             a.comm.span_ns - a.causes.idle_ns,
             a.comm.compute_ns,
@@ -170,7 +188,7 @@ def cluster(
             a.comm.exposed_ns,
             a.causes.idle_ns,
         )
-        for a in analyses
+        for a, start, shift in zip(analyses, starts, alignment.shifts_ns, strict=True)
     ]
     sizes = {a.trace.world_size for a in analyses if a.trace.world_size is not None}
     world = max(sizes) if sizes else None

@@ -1,0 +1,339 @@
+"""Parsed Kineto events → numpy columns, one chunk at a time (pure).
+
+`ColumnBuilder.add(events, text)` takes the list orjson made of one slice of `traceEvents` (and
+that slice's JSON text, for exact times) and keeps only numpy columns: field values are pulled
+out with C-level `map(dict.get, …)` passes, not a Python loop per event, and strings are interned
+into `names` / `categories`. Values of an unexpected type (a numeric string, a float pid) take a
+per-value path with the same meaning. Each chunk's columns are copied into growing blocks;
+`tables()` joins each column's blocks, one column at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import compress, repeat
+from operator import is_not
+from typing import Any
+
+import numpy as np
+import orjson
+
+from gpulens.analyze.traces.model import MISSING, PHASES, EventTable, FlowTable
+from gpulens.analyze.traces.times import (
+    ints_as_ns,
+    numbers_in_text,
+    rewrite_times,
+    texts_to_ns,
+    to_ns,
+)
+from gpulens.errors import TraceFormatError
+
+OCCUPANCY_ARG = "est. achieved occupancy %"
+
+_META = len(PHASES)
+_FLOW_PHASES = {"s": 0, "f": 1, "t": 2}
+_PHASE_CODE: dict[Any, int] = {p: i for i, p in enumerate(PHASES)}
+_PHASE_CODE.update({"M": _META, **{p: _META + 1 + i for p, i in _FLOW_PHASES.items()}})
+_OTHER = PHASES.index("other")
+_ABSENT = object()
+_EMPTY: dict[str, Any] = {}
+Reparse = Callable[[], list[Any]]
+Text = bytes | memoryview  # JSON text, or a view of it
+_get = dict.get
+
+Array = np.ndarray[Any, Any]
+
+
+def as_int(value: Any) -> int:
+    """An integer field: ints as is, numeric strings and integral floats converted, else -1."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return MISSING
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return MISSING
+
+
+def _as_float(value: Any) -> float:
+    if type(value) is int or type(value) is float:
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return float("nan")
+    return float("nan")
+
+
+def _ints(values: list[Any]) -> Array:
+    """int64 column; absent values are already MISSING."""
+    arr = np.asarray(values) if values else np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind == "i":
+        return arr.astype(np.int64, copy=False)
+    return np.fromiter(map(as_int, values), dtype=np.int64, count=len(values))
+
+
+def _floats(values: list[Any]) -> Array:
+    arr = np.asarray(values) if values else np.zeros(0, dtype=np.float64)
+    if arr.dtype.kind in "fi":
+        return arr.astype(np.float64, copy=False)
+    return np.fromiter(map(_as_float, values), dtype=np.float64, count=len(values))
+
+
+def _field(rows: list[dict[str, Any]], key: str, default: Any = None) -> list[Any]:
+    return list(map(_get, rows, repeat(key), repeat(default)))
+
+
+class ColumnBuilder:
+    """Accumulates the columns of one trace, chunk by chunk."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.names: dict[str, int] = {}
+        self.categories: dict[str, int] = {}
+        self.process_names: dict[int, str] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.count = 0
+        self._events = _Columns(EventTable.__dataclass_fields__)
+        self._flows = _Columns(FlowTable.__dataclass_fields__)
+
+    # -- one chunk ---------------------------------------------------------------------------
+
+    def add(self, events: list[Any], text: Text, reparse: Reparse | None = None) -> None:
+        """Add one parsed slice of `traceEvents`.
+
+        `text` is the JSON the slice was parsed from (its time numbers are read again when floats
+        are too coarse); `reparse` parses it again with times rewritten to integer ns (default:
+        `text` is the slice's elements without the brackets).
+        """
+        base = self.count
+        n = len(events)
+        codes = self._phases(events)
+        meta = codes == _META
+        if meta.any():
+            self._metadata(list(compress(events, meta.tolist())))
+            kept = ~meta
+            rows = list(compress(events, kept.tolist()))
+            position = np.flatnonzero(kept) + base
+            codes = codes[kept]
+        else:
+            kept, rows, position = None, events, np.arange(base, base + n)
+        timed = codes < _META
+        flow = ~timed
+        timed_rows = list(compress(rows, timed.tolist()))
+        flow_rows = list(compress(rows, flow.tolist())) if flow.any() else []
+        cat = self._intern(_field(rows, "cat"), self.categories)
+        dur = _field(timed_rows, "dur")
+        has_dur = np.fromiter(map(is_not, dur, repeat(None)), np.bool_, count=len(dur))
+        ts_ns = _times(_field(rows, "ts", _ABSENT), "ts", None)
+        if ts_ns is None:  # the text holds every event's `ts`, metadata rows' too
+            every = _times(_field(events, "ts", _ABSENT), "ts", text)
+            ts_ns = every if every is None or kept is None else every[kept]
+        dur_ns = _times(dur, "dur", text, has_dur)
+        del dur
+        if ts_ns is None or dur_ns is None:
+            again = reparse() if reparse else _reparse(text)
+            ts_ns, dur_ns = self._reparsed_times(again, n, kept)
+            dur_ns = dur_ns[timed]
+        args = [a if type(a) is dict else _EMPTY for a in _field(timed_rows, "args")]
+        self._events.append(
+            {
+                "index": position[timed],
+                "ts_ns": ts_ns[timed],
+                "dur_ns": dur_ns,
+                "has_dur": has_dur,
+                "phase": codes[timed],
+                "category": cat[timed],
+                "name": self._intern(_field(timed_rows, "name"), self.names),
+                "pid": _ints(_field(timed_rows, "pid", MISSING)),
+                "tid": _ints(_field(timed_rows, "tid", MISSING)),
+                "stream": _ints(_field(args, "stream", MISSING)),
+                "correlation": _ints(_field(args, "correlation", MISSING)),
+                "external_id": _ints(_field(args, "External id", MISSING)),
+                "occupancy": _floats(_field(args, OCCUPANCY_ARG, np.nan)),
+            }
+        )
+        self._flows.append(
+            {
+                "index": position[flow],
+                "ts_ns": ts_ns[flow],
+                "phase": codes[flow] - (_META + 1),
+                "category": cat[flow],
+                "flow_id": _ints(_field(flow_rows, "id", MISSING)),
+                "pid": _ints(_field(flow_rows, "pid", MISSING)),
+                "tid": _ints(_field(flow_rows, "tid", MISSING)),
+            }
+        )
+        self.count += n
+
+    def _phases(self, events: list[Any]) -> Array:
+        """Code per event: index into PHASES, `_META` for "M", above it the flow phases."""
+        try:
+            ph = _field(events, "ph")
+        except TypeError:
+            bad = next(i for i, e in enumerate(events) if type(e) is not dict)
+            raise TraceFormatError(
+                f"{self.source}: traceEvents[{self.count + bad}] is not an object: "
+                f"{events[bad]!r:.80}"
+            ) from None
+        try:
+            return np.fromiter(map(_PHASE_CODE.get, ph, repeat(_OTHER)), np.int32, len(ph))
+        except TypeError:  # an unhashable `ph`
+            known = (_PHASE_CODE.get(p, _OTHER) if isinstance(p, str) else _OTHER for p in ph)
+            return np.fromiter(known, np.int32, len(ph))
+
+    def _reparsed_times(self, again: list[Any], n: int, kept: Array | None) -> tuple[Array, Array]:
+        """`ts` / `dur` (integer ns) of the `n` events parsed again after `rewrite_times`."""
+        if len(again) != n:
+            raise TraceFormatError(f"{self.source}: the events changed on a second parse")
+        if kept is not None:
+            again = list(compress(again, kept.tolist()))
+        ts_ns = ints_as_ns(_field(again, "ts", 0))
+        dur_ns = ints_as_ns([0 if d is None else d for d in _field(again, "dur")])
+        if ts_ns is None or dur_ns is None:
+            raise TraceFormatError(
+                f"{self.source}: a `ts` or `dur` is not a number of µs (e.g. a string or null)"
+            )
+        return ts_ns, dur_ns
+
+    # -- strings and metadata ----------------------------------------------------------------
+
+    @staticmethod
+    def _intern(values: list[Any], table: dict[str, int]) -> Array:
+        """Codes into `table` (first-seen order), -1 for None; non-strings interned as `str`."""
+        try:
+            distinct = dict.fromkeys(values)
+        except TypeError:  # an unhashable value
+            values = [v if v is None or type(v) is str else str(v) for v in values]
+            distinct = dict.fromkeys(values)
+        lookup: dict[Any, int] = {}
+        for v in distinct:
+            if v is None:
+                lookup[v] = -1
+            else:
+                key = v if type(v) is str else str(v)
+                code = table.get(key)
+                if code is None:
+                    code = table[key] = len(table)
+                lookup[v] = code
+        return np.fromiter(map(lookup.__getitem__, values), np.int32, count=len(values))
+
+    def _metadata(self, rows: list[dict[str, Any]]) -> None:
+        """Process and thread names from `ph: "M"` events (later ones win, as in viewers)."""
+        kinds = _field(rows, "name")
+        for kind, names in (("process_name", self.process_names), ("thread_name", None)):
+            chosen = list(compress(rows, [k == kind for k in kinds]))
+            found: list[Any] = [
+                a.get("name") if type(a) is dict else None for a in _field(chosen, "args")
+            ]
+            named = [type(label) is str for label in found]
+            labels: list[str] = list(compress(found, named))
+            if len(labels) < len(found):
+                chosen = list(compress(chosen, named))
+            pids = map(as_int, _field(chosen, "pid"))
+            if names is not None:
+                names.update(zip(pids, labels, strict=True))
+            else:
+                tids = map(as_int, _field(chosen, "tid"))
+                self.thread_names.update(zip(zip(pids, tids, strict=True), labels, strict=True))
+
+    # -- the result --------------------------------------------------------------------------
+
+    def tables(self) -> tuple[EventTable, FlowTable]:
+        if not self._events.columns:
+            self.add([], b"")
+        ev = EventTable(**self._events.result())
+        fl = FlowTable(**self._flows.result())
+        return ev, fl
+
+
+class _Columns:
+    """Columns kept in blocks (each as large as all before it, 4k to 1M rows): chunks are copied
+    in, so no per-chunk object outlives its chunk (small long-lived objects made between two
+    chunks' parsed objects would pin the allocator's arenas and keep every chunk's memory);
+    `result` joins each column's blocks, one column at a time.
+    """
+
+    MIN_ROWS = 1 << 12
+    MAX_ROWS = 1 << 20
+
+    def __init__(self, keys: Any) -> None:
+        self.keys = list(keys)
+        self.columns: dict[str, list[Array]] = {}
+        self.dtypes: dict[str, np.dtype[Any]] = {}
+        self.size = 0  # rows in all blocks
+        self.filled = 0  # rows in the last block
+
+    def append(self, part: dict[str, Array]) -> None:
+        n = len(next(iter(part.values())))
+        if not self.columns:
+            self.columns = {k: [] for k in self.keys}
+            self.dtypes = {k: part[k].dtype for k in self.keys}
+        done = 0
+        while done < n:
+            blocks = self.columns[self.keys[0]]
+            if not blocks or self.filled == len(blocks[-1]):
+                rows = min(self.MAX_ROWS, max(self.MIN_ROWS, self.size + done))
+                for k in self.keys:
+                    self.columns[k].append(np.empty(rows, dtype=part[k].dtype))
+                self.filled = 0
+            take = min(n - done, len(self.columns[self.keys[0]][-1]) - self.filled)
+            for k in self.keys:
+                self.columns[k][-1][self.filled : self.filled + take] = part[k][done : done + take]
+            self.filled += take
+            done += take
+        self.size += n
+
+    def result(self) -> dict[str, Array]:
+        out = {}
+        for k in self.keys:
+            blocks = self.columns.pop(k)
+            if not blocks:
+                out[k] = np.zeros(0, dtype=self.dtypes[k])
+                continue
+            blocks[-1] = blocks[-1][: self.filled]
+            out[k] = np.concatenate(blocks) if len(blocks) > 1 else blocks[0].copy()
+            del blocks
+        return out
+
+
+def _times(
+    values: list[Any], key: str, text: Text | None, present: Array | None = None
+) -> Array | None:
+    """Exact ns of one time field (absent: 0), or None when only a re-parse can tell.
+
+    Without `text`, only what the parsed numbers prove; with it, `values` must be every `key`
+    of the text, in document order.
+    """
+    if present is None:
+        present = np.fromiter(map(is_not, values, repeat(_ABSENT)), np.bool_, len(values))
+    if not present.all():
+        values = [v if p else 0 for v, p in zip(values, present.tolist(), strict=True)]
+    ns = to_ns(values)
+    if ns is not None or text is None:
+        return ns
+    # Coarse floats: the same numbers read from the text, when they are provably the same ones.
+    numbers = numbers_in_text(text, key)
+    given = list(compress(values, present.tolist()))
+    if len(numbers) != len(given):
+        return None
+    try:
+        same = np.array_equal(
+            np.asarray(numbers).astype(np.float64), np.asarray(given, dtype=np.float64)
+        )
+        if not same:
+            return None
+        out = np.zeros(len(values), dtype=np.int64)
+        out[present] = texts_to_ns(numbers)
+    except (TypeError, ValueError):
+        return None
+    return out
+
+
+def _reparse(text: Text) -> list[Any]:
+    parsed = orjson.loads(b"[" + rewrite_times(bytes(text)) + b"]")
+    return parsed if isinstance(parsed, list) else []

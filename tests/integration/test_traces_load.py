@@ -1,0 +1,64 @@
+"""The streaming loader gives exactly what parsing each stored trace whole gives.
+
+Reads ../shared/data/traces in place (the `shared` fixture): every file is loaded whole
+(`chunk_bytes=None`) and streamed in small and default slices; every column, the string tables
+and the metadata must be identical. The standard library's reading of the times is the
+independent check of exactness.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpulens.analyze.traces.load import load_trace
+from gpulens.analyze.traces.model import Trace
+
+TRACES = "data/traces"
+
+
+def _files(shared: Path) -> list[Path]:
+    return sorted((shared / TRACES).rglob("*.json.gz"))
+
+
+def _same(a: Trace, b: Trace) -> None:
+    for table in ("events", "flows"):
+        x, y = getattr(a, table), getattr(b, table)
+        for key in type(x).__dataclass_fields__:
+            left, right = getattr(x, key), getattr(y, key)
+            assert left.dtype == right.dtype, (table, key)
+            assert np.array_equal(left, right, equal_nan=left.dtype.kind == "f"), (table, key)
+    assert (a.names, a.categories, a.metadata) == (b.names, b.categories, b.metadata)
+    assert (a.process_names, a.thread_names) == (b.process_names, b.thread_names)
+    assert (a.rank, a.raw_event_count) == (b.rank, b.raw_event_count)
+
+
+def test_streamed_equals_whole_on_every_stored_trace(shared: Path) -> None:
+    files = _files(shared)
+    assert len(files) >= 20
+    for path in files:
+        whole = load_trace(path, chunk_bytes=None)
+        for chunk in (50_000, 1 << 18):
+            _same(whole, load_trace(path, chunk_bytes=chunk))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",  # absolute epoch µs floats
+        "nccl_data.json.gz",  # relative µs floats with ns decimals
+    ],
+)
+def test_streamed_times_are_the_decimal_text(shared: Path, name: str) -> None:
+    (path,) = [p for p in _files(shared) if p.name == name]
+    raw = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)["traceEvents"]
+    timed = [e for e in raw if e.get("ph") not in ("M", "s", "f", "t")]
+    trace = load_trace(path, chunk_bytes=50_000)
+    assert trace.events.ts_ns.tolist() == [int(Decimal(e.get("ts", 0)) * 1000) for e in timed]
+    durs = [int(Decimal(e["dur"]) * 1000) if "dur" in e else 0 for e in timed]
+    assert trace.events.dur_ns.tolist() == durs
