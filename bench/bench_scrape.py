@@ -37,24 +37,12 @@ from gpulens.findings.model import Finding, Severity
 from gpulens.model import Kind, Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
+from gpulens.pipeline.sinks import DiscardSink
 from gpulens.present import exporter, session
 from gpulens.present.agent import AgentContext
 from gpulens.present.live import LiveState
 
 S = 1_000_000_000
-
-
-class NullSink:
-    """Takes readings and keeps none."""
-
-    def append(self, readings: list[Reading]) -> None:
-        pass
-
-    def flush_due(self, now_ns: int) -> bool:
-        return False
-
-    def flush(self) -> None:
-        pass
 
 
 def pad(tick: TickResult, per_gpu: int) -> TickResult:
@@ -88,7 +76,9 @@ def live_state(gpus: int, per_gpu: int) -> tuple[LiveState, int]:
     fleet = SimulatedFleet(hosts=1, gpus_per_host=gpus, seed=0)
     start = fleet.start_ns + 600 * S
     clock = FakeClock(start)
-    sched = Scheduler(session.fleet_collectors(fleet, clock), NullSink(), clock, rates=RateStage())
+    sched = Scheduler(
+        session.fleet_collectors(fleet, clock), DiscardSink(), clock, rates=RateStage()
+    )
     live = LiveState(state_window_s=60, keep_s=300)
     live.watch(sched.stats)
     processes = 0

@@ -17,26 +17,16 @@ from gpulens.collect.nvml.collector import NvmlCollector
 from gpulens.collect.nvml.pynvml_binding import PynvmlBinding
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler
+from gpulens.pipeline.sinks import DiscardSink
 from gpulens.present import exporter
 from gpulens.present.live import LiveState
 
 pytestmark = pytest.mark.gpu
 
 
-class _Discard:
-    def append(self, readings: object) -> None:
-        pass
-
-    def flush_due(self, now_ns: int) -> bool:
-        return False
-
-    def flush(self) -> None:
-        pass
-
-
 def test_live_state_and_metrics_on_real_ticks() -> None:
     collector = NvmlCollector(PynvmlBinding(), host="gpu-test")
-    scheduler = Scheduler([collector], _Discard(), SystemClock(), rates=RateStage())
+    scheduler = Scheduler([collector], DiscardSink(), SystemClock(), rates=RateStage())
     live = LiveState(state_window_s=5, keep_s=60)
     try:
         for _ in range(8):

@@ -23,6 +23,7 @@ import pyarrow as pa
 from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.efficiency import Thresholds
 from gpulens.analyze.prices import Prices
+from gpulens.analyze.schema import ATTRIBUTION_COLUMNS, IDENTITY_COLUMNS
 from gpulens.findings.engine import build_context
 from gpulens.findings.model import Finding
 from gpulens.model import Kind, Reading
@@ -35,24 +36,13 @@ NS = 1_000_000_000
 #: labels that identify a GPU entity (a whole GPU or a MIG instance)
 GPU_KEY_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "mig_instance")
 #: attribution carried from the interval frame onto a GPU row
-ATTRIBUTION: tuple[str, ...] = (
-    "user",
-    "project",
-    "team",
-    "job_id",
-    "container",
-    "pod",
-    "namespace",
-    "engine",
+ATTRIBUTION: tuple[str, ...] = tuple(
+    c for c in ATTRIBUTION_COLUMNS if c not in ("pid", "process_name")
 )
 
 #: labels a waste counter is kept per: the GPU and who held it (a new job is a new series)
 WASTE_LABELS: tuple[str, ...] = (
-    "host",
-    "gpu_uuid",
-    "gpu_index",
-    "gpu_model",
-    "mig_instance",
+    *(c for c in IDENTITY_COLUMNS if c != "parent_uuid"),
     "mig_profile",
     "job_id",
     "user",

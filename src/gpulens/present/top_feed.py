@@ -13,23 +13,10 @@ from collections.abc import Sequence
 from gpulens.analyze.efficiency import Thresholds
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
-from gpulens.model import Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
+from gpulens.pipeline.sinks import DiscardSink
 from gpulens.present.live import LiveSnapshot, LiveState
-
-
-class DiscardSink:
-    """A scheduler sink that keeps nothing."""
-
-    def append(self, readings: list[Reading]) -> None:
-        pass
-
-    def flush_due(self, now_ns: int) -> bool:
-        return False
-
-    def flush(self) -> None:
-        pass
 
 
 class TopFeed:

@@ -17,10 +17,10 @@ import duckdb
 import pyarrow as pa
 
 from gpulens.errors import StoreError
-from gpulens.model import FrozenLabels, Kind, Reading
+from gpulens.model import Kind, Reading
 from gpulens.store.query import Params, QueryError
 from gpulens.store.schema import DATE, TS, TS_TYPE, empty_schema
-from gpulens.store.segments import _concat, _Group
+from gpulens.store.segments import Groups, _concat, group_readings
 
 _DUCK_TYPES = {"timestamp[ns]": "TIMESTAMP_NS", "string": "VARCHAR", "double": "DOUBLE"}
 
@@ -28,21 +28,8 @@ _DUCK_TYPES = {"timestamp[ns]": "TIMESTAMP_NS", "string": "VARCHAR", "double": "
 def readings_tables(readings: Iterable[Reading]) -> dict[Kind, pa.Table]:
     """Readings as one table per kind (int64 `ts`, string labels, float metrics; null where a
     reading has no such label or metric)."""
-    groups: dict[tuple[Kind, tuple[str, ...], tuple[str, ...]], _Group] = {}
-    for r in readings:
-        labels = r.labels
-        if type(labels) is FrozenLabels:
-            keys, values = labels.keys_tuple, labels.values_tuple
-        else:
-            keys, values = tuple(labels), tuple(labels.values())
-        shape = (r.kind, keys, tuple(r.values))
-        group = groups.get(shape)
-        if group is None:
-            group = groups[shape] = _Group(keys, shape[2])
-        code = group.label_index.get(values)
-        group.codes.append(group.code(values) if code is None else code)
-        group.ts.append(r.ts)
-        group.values.extend(r.values.values())
+    groups: Groups = {}
+    group_readings(groups, readings)
     by_kind: dict[Kind, list[pa.Table]] = {}
     for (kind, _, _), group in groups.items():
         by_kind.setdefault(kind, []).append(group.table())

@@ -93,6 +93,28 @@ class _Group:
         return pa.table(cols)
 
 
+Groups = dict[tuple[Kind, tuple[str, ...], tuple[str, ...]], _Group]
+
+
+def group_readings(groups: Groups, readings: Iterable[Reading]) -> None:
+    """Add readings to `groups`, keyed by (kind, label keys, value keys)."""
+    for r in readings:
+        labels = r.labels
+        values = r.values
+        if type(labels) is FrozenLabels:
+            label_keys, label_values = labels.keys_tuple, labels.values_tuple
+        else:
+            label_keys, label_values = tuple(labels), tuple(labels.values())
+        key = (r.kind, label_keys, tuple(values))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(label_keys, key[2])
+        code = group.label_index.get(label_values)
+        group.codes.append(group.code(label_values) if code is None else code)
+        group.ts.append(r.ts)
+        group.values.extend(values.values())
+
+
 class SegmentWriter:
     """Buffers readings and writes them as Parquet segments under `data_dir`.
 
@@ -119,7 +141,7 @@ class SegmentWriter:
         self._max_buffer_rows = max_buffer_rows
         self._open = open_file
         self._lock = threading.Lock()
-        self._groups: dict[tuple[Kind, tuple[str, ...], tuple[str, ...]], _Group] = {}
+        self._groups: Groups = {}
         self._chunks: list[tuple[Kind, pa.Table]] = []
         self._last_flush_ns = self._clock.now_ns()
         self._largest_flush = 0
@@ -133,22 +155,7 @@ class SegmentWriter:
         """Buffer readings (cheap: rows are grouped by shape, converted at flush)."""
         with self._lock:
             self._check_open()
-            groups = self._groups
-            for r in readings:
-                labels = r.labels
-                values = r.values
-                if type(labels) is FrozenLabels:
-                    label_keys, label_values = labels.keys_tuple, labels.values_tuple
-                else:
-                    label_keys, label_values = tuple(labels), tuple(labels.values())
-                key = (r.kind, label_keys, tuple(values))
-                group = groups.get(key)
-                if group is None:
-                    group = groups[key] = _Group(label_keys, key[2])
-                code = group.label_index.get(label_values)
-                group.codes.append(group.code(label_values) if code is None else code)
-                group.ts.append(r.ts)
-                group.values.extend(values.values())
+            group_readings(self._groups, readings)
             if self._failing:
                 self._seal()
                 self._enforce_cap()

@@ -9,23 +9,11 @@ from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
+from gpulens.pipeline.sinks import DiscardSink
 from gpulens.present import session
 
 NS = 1_000_000_000
 START = 1_790_000_040 * NS  # on a whole minute
-
-
-class NullSink:
-    """Takes readings and keeps none."""
-
-    def append(self, readings: list[object]) -> None:
-        pass
-
-    def flush_due(self, now_ns: int) -> bool:
-        return False
-
-    def flush(self) -> None:
-        pass
 
 
 def fleet(**kw: object) -> SimulatedFleet:
@@ -33,7 +21,7 @@ def fleet(**kw: object) -> SimulatedFleet:
 
 
 def scheduler(sim: SimulatedFleet, clock: FakeClock) -> Scheduler:
-    return Scheduler(session.fleet_collectors(sim, clock), NullSink(), clock, rates=RateStage())
+    return Scheduler(session.fleet_collectors(sim, clock), DiscardSink(), clock, rates=RateStage())
 
 
 def ticks(sim: SimulatedFleet, first_s: int, last_s: int) -> Iterator[TickResult]:
