@@ -98,8 +98,14 @@ class Dashboard:
     def workloads(self, window: Window) -> WorkloadsPage:
         return workloads_page(self.analysed(window))
 
-    def people(self, window: Window, by: str = "team") -> PeoplePage:
-        return people_page(self.analysed(window), by)
+    def people(self, window: Window, by: str | None = None) -> PeoplePage:
+        """The Jobs and users page; fairness by `by`, else by the configured quota group."""
+        return people_page(self.analysed(window), by or self.quota_by())
+
+    def quota_by(self) -> str:
+        """The label quotas are set for (`fairness.quota_by`, through the findings settings)."""
+        thresholds = self.ctx.analysis.get("finding_thresholds")
+        return str(getattr(thresholds, "unfair_by", None) or "team")
 
     def findings(
         self, window: Window, severity: str | None = None, rule: str | None = None, limit: int = 200

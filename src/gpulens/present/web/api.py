@@ -121,7 +121,10 @@ def workloads(dash: Dash, q: Win) -> WorkloadsPage:
 def people(
     dash: Dash,
     q: Win,
-    by: Annotated[FairnessBy, Query(description="Groups fairness is shown for.")] = "team",
+    by: Annotated[
+        FairnessBy | None,
+        Query(description="Groups fairness is shown for (default: fairness.quota_by)."),
+    ] = None,
 ) -> PeoplePage:
     """A report card per job and per user, and fairness against quota."""
     return dash.people(resolve_window(dash, q), by)

@@ -270,7 +270,7 @@ def workloads(request: Request, dash: Dash, q: Win) -> HTMLResponse:
 
 
 @router.get("/people", response_class=HTMLResponse)
-def people(request: Request, dash: Dash, q: Win, by: FairnessBy = "team") -> HTMLResponse:
+def people(request: Request, dash: Dash, q: Win, by: FairnessBy | None = None) -> HTMLResponse:
     w = resolve_window(dash, q)
     page = dash.people(w, by)
     return render(
@@ -373,7 +373,7 @@ def workloads_charts(dash: Dash, q: Win) -> JSONResponse:
 
 
 @router.get("/charts/people")
-def people_charts(dash: Dash, q: Win, by: FairnessBy = "team") -> JSONResponse:
+def people_charts(dash: Dash, q: Win, by: FairnessBy | None = None) -> JSONResponse:
     page = dash.people(resolve_window(dash, q), by)
     return JSONResponse({"figures": charts.people_figures(page)})
 

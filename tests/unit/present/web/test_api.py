@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 
+from gpulens.findings.context import FindingThresholds
+
 from .helpers import SCENARIOS, TestClient, kineto
 
 RANGE = "?range=1h"
@@ -47,6 +49,19 @@ def test_people_cards_and_fairness(client: TestClient) -> None:
     assert page["fairness"]["by"] == "user" and page["fairness"]["rows"]
     idle = next(c for c in page["jobs"] if c["top_waste_cause"] == "idle_allocated")
     assert idle["efficiency"] < 0.05
+
+
+def test_fairness_follows_the_configured_quota_group(
+    client: TestClient, make_app: Callable[..., FastAPI]
+) -> None:
+    assert client.get(f"/api/people{RANGE}").json()["fairness"]["by"] == "team"  # the default
+    by_project = TestClient(
+        make_app(analysis={"finding_thresholds": FindingThresholds(unfair_by="project")})
+    )
+    page = by_project.get(f"/api/people{RANGE}").json()
+    assert page["fairness"]["by"] == "project"
+    rows = page["fairness"]["rows"]
+    assert rows and all(r.get("project") for r in rows)
 
 
 def test_findings_link_to_their_gpu_window(client: TestClient) -> None:
