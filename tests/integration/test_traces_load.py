@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpulens.analyze.traces import load as load_module
 from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.model import Trace
 
@@ -62,3 +63,16 @@ def test_streamed_times_are_the_decimal_text(shared: Path, name: str) -> None:
     assert trace.events.ts_ns.tolist() == [int(Decimal(e.get("ts", 0)) * 1000) for e in timed]
     durs = [int(Decimal(e["dur"]) * 1000) if "dur" in e else 0 for e in timed]
     assert trace.events.dur_ns.tolist() == durs
+
+
+def test_struct_decoding_equals_orjson_dicts_on_every_stored_trace(
+    shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # slices decode into msgspec structs (schema.py); the orjson dict path must give the same
+    for path in _files(shared):
+        for chunk in (50_000, 1 << 18):
+            structs = load_trace(path, chunk_bytes=chunk)
+            monkeypatch.setattr(load_module, "_USE_STRUCTS", False)
+            dicts = load_trace(path, chunk_bytes=chunk)
+            monkeypatch.setattr(load_module, "_USE_STRUCTS", True)
+            _same(structs, dicts)

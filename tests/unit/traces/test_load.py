@@ -256,3 +256,42 @@ def test_coarse_floats_with_a_nested_ts_are_reparsed(tmp_path: Path) -> None:
         trace = load_trace(path, chunk_bytes=chunk)
         assert trace.events.ts_ns.tolist() == [1712195495519689047, 1712195495519690001]
         assert trace.events.dur_ns.tolist() == [500, 1250]
+
+
+def test_struct_and_dict_decoding_agree_on_odd_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # odd value types: structs keep them as parsed; slices that do not fit the structs (args not
+    # an object) go through orjson; both paths give the same columns
+    odd = [
+        _event("1", "2", args={"stream": "7", "correlation": 3.0, "External id": None}),
+        _event("2.5", "0.001", pid="Spans", tid=None, args={"est. achieved occupancy %": "12"}),
+        '{"ph": "M", "name": "process_name", "pid": 3, "args": {"name": "dev"}}',
+        '{"ph": "M", "name": "thread_name", "pid": "3", "tid": 4.0, "args": {"name": 5}}',
+        '{"ph": "i", "cat": null, "name": ["x"], "ts": 3, "s": "t", "args": null}',
+        '{"ph": "s", "cat": "ac2g", "id": "9", "pid": 0, "tid": 7, "ts": 4}',
+        '{"ph": "f", "cat": "ac2g", "id": 9, "pid": 0, "tid": 7, "ts": 5, "bp": "e"}',
+        '{"ph": ["X"], "ts": 6}',
+        '{"ph": "X", "ts": 7, "dur": null, "args": {"stream": 1, "stream": 2}}',
+    ]
+    strange = '{"ph": "X", "name": "k", "ts": 8, "dur": 1, "args": "not an object"}'
+    for events in (odd, [*odd, strange]):
+        for doc in ("[" + ", ".join(events) + "]", '{"traceEvents": [' + ", ".join(events) + "]}"):
+            path = _write(tmp_path, doc)
+            for chunk in (1, 1 << 18):
+                structs = load_trace(path, chunk_bytes=chunk)
+                monkeypatch.setattr(load_module, "_USE_STRUCTS", False)
+                dicts = load_trace(path, chunk_bytes=chunk)
+                monkeypatch.setattr(load_module, "_USE_STRUCTS", True)
+                whole = load_trace(path, chunk_bytes=None)
+                for other in (dicts, whole):
+                    for table in ("events", "flows"):
+                        x, y = getattr(structs, table), getattr(other, table)
+                        for key in type(x).__dataclass_fields__:
+                            left, right = getattr(x, key), getattr(y, key)
+                            assert left.dtype == right.dtype
+                            assert np.array_equal(left, right, equal_nan=True), (table, key)
+                    assert (structs.names, structs.categories) == (other.names, other.categories)
+                    assert structs.process_names == other.process_names == {3: "dev"}
+                    assert structs.thread_names == other.thread_names == {}
+    assert structs.events.stream.tolist()[:2] == [7, -1]

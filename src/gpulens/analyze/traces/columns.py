@@ -1,10 +1,12 @@
 """Parsed Kineto events → numpy columns, one chunk at a time (pure).
 
-`ColumnBuilder.add(events, text)` takes the list orjson made of one slice of `traceEvents` (and
-that slice's JSON text, for exact times) and keeps only numpy columns: field values are pulled
-out with C-level `map(dict.get, …)` passes, not a Python loop per event, and strings are interned
-into `names` / `categories`. Values of an unexpected type (a numeric string, a float pid) take a
-per-value path with the same meaning. Each chunk's columns are copied into growing blocks;
+`ColumnBuilder.add(events, text)` takes one parsed slice of `traceEvents` — msgspec structs
+(schema.py) or orjson dicts — (and that slice's JSON text, for exact times) and keeps only numpy
+columns: field values are pulled out with C-level `map(attrgetter)` / `map(dict.get, …)` passes,
+not a Python loop per event (an absent struct field holds what `dict.get` returns for an absent
+key, so both give the same columns), and strings are interned into `names` / `categories`.
+Values of an unexpected type (a numeric string, a float pid) take a per-value path with the same
+meaning. Each chunk's columns are copied into growing blocks;
 `tables()` joins each column's blocks, one column at a time.
 """
 
@@ -12,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import compress, repeat
-from operator import is_not
+from operator import attrgetter, eq, is_, is_not
 from typing import Any
 
 import numpy as np
 import orjson
 
 from gpulens.analyze.traces.model import MISSING, PHASES, EventTable, FlowTable
+from gpulens.analyze.traces.schema import ABSENT, OCCUPANCY_ARG, Args, TraceEvent
 from gpulens.analyze.traces.times import (
     ints_as_ns,
     numbers_in_text,
@@ -28,15 +31,22 @@ from gpulens.analyze.traces.times import (
 )
 from gpulens.errors import TraceFormatError
 
-OCCUPANCY_ARG = "est. achieved occupancy %"
-
 _META = len(PHASES)
 _FLOW_PHASES = {"s": 0, "f": 1, "t": 2}
 _PHASE_CODE: dict[Any, int] = {p: i for i, p in enumerate(PHASES)}
 _PHASE_CODE.update({"M": _META, **{p: _META + 1 + i for p, i in _FLOW_PHASES.items()}})
 _OTHER = PHASES.index("other")
-_ABSENT = object()
+_ABSENT = ABSENT
 _EMPTY: dict[str, Any] = {}
+_NO_ARGS = Args()
+# Struct rows (schema.py): attribute getters; an absent field holds the default `dict.get` is
+# given for that key below.
+_GETTERS: dict[tuple[type, str], Callable[[Any], Any]] = {
+    **{(TraceEvent, k): attrgetter(k) for k in TraceEvent.__struct_fields__},
+    **{(Args, k): attrgetter(k) for k in ("name", "stream", "correlation")},
+    (Args, "External id"): attrgetter("external_id"),
+    (Args, OCCUPANCY_ARG): attrgetter("occupancy"),
+}
 Reparse = Callable[[], list[Any]]
 Text = bytes | memoryview  # JSON text, or a view of it
 _get = dict.get
@@ -56,6 +66,13 @@ def as_int(value: Any) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return MISSING
+
+
+def _as_ints(values: list[Any]) -> list[int]:
+    """`as_int` of each value (the values themselves when all are ints)."""
+    if all(map(is_, map(type, values), repeat(int))):
+        return values
+    return list(map(as_int, values))
 
 
 def _as_float(value: Any) -> float:
@@ -84,7 +101,12 @@ def _floats(values: list[Any]) -> Array:
     return np.fromiter(map(_as_float, values), dtype=np.float64, count=len(values))
 
 
-def _field(rows: list[dict[str, Any]], key: str, default: Any = None) -> list[Any]:
+def _field(rows: list[Any], key: str, default: Any = None) -> list[Any]:
+    """`key` of every row: dicts (orjson) or structs of one type (msgspec, schema.py)."""
+    if rows:
+        getter = _GETTERS.get((type(rows[0]), key))
+        if getter is not None:
+            return list(map(getter, rows))
     return list(map(_get, rows, repeat(key), repeat(default)))
 
 
@@ -139,7 +161,12 @@ class ColumnBuilder:
             again = reparse() if reparse else _reparse(text)
             ts_ns, dur_ns = self._reparsed_times(again, n, kept)
             dur_ns = dur_ns[timed]
-        args = [a if type(a) is dict else _EMPTY for a in _field(timed_rows, "args")]
+        if timed_rows and type(timed_rows[0]) is TraceEvent:
+            args = _field(timed_rows, "args")
+            if any(map(is_, args, repeat(None))):
+                args = [_NO_ARGS if a is None else a for a in args]
+        else:
+            args = [a if type(a) is dict else _EMPTY for a in _field(timed_rows, "args")]
         self._events.append(
             {
                 "index": position[timed],
@@ -222,23 +249,29 @@ class ColumnBuilder:
                 lookup[v] = code
         return np.fromiter(map(lookup.__getitem__, values), np.int32, count=len(values))
 
-    def _metadata(self, rows: list[dict[str, Any]]) -> None:
+    def _metadata(self, rows: list[Any]) -> None:
         """Process and thread names from `ph: "M"` events (later ones win, as in viewers)."""
         kinds = _field(rows, "name")
         for kind, names in (("process_name", self.process_names), ("thread_name", None)):
-            chosen = list(compress(rows, [k == kind for k in kinds]))
-            found: list[Any] = [
-                a.get("name") if type(a) is dict else None for a in _field(chosen, "args")
-            ]
-            named = [type(label) is str for label in found]
+            chosen = list(compress(rows, map(eq, kinds, repeat(kind))))
+            args = _field(chosen, "args")
+            found: list[Any]
+            if args and type(args[0]) is Args and not any(map(is_, args, repeat(None))):
+                found = _field(args, "name")
+            else:
+                found = [
+                    a.get("name") if type(a) is dict else a.name if type(a) is Args else None
+                    for a in args
+                ]
+            named = list(map(is_, map(type, found), repeat(str)))
             labels: list[str] = list(compress(found, named))
             if len(labels) < len(found):
                 chosen = list(compress(chosen, named))
-            pids = map(as_int, _field(chosen, "pid"))
+            pids = _as_ints(_field(chosen, "pid"))
             if names is not None:
                 names.update(zip(pids, labels, strict=True))
             else:
-                tids = map(as_int, _field(chosen, "tid"))
+                tids = _as_ints(_field(chosen, "tid"))
                 self.thread_names.update(zip(zip(pids, tids, strict=True), labels, strict=True))
 
     # -- the result --------------------------------------------------------------------------
