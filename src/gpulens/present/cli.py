@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -32,18 +32,17 @@ from rich.text import Text
 
 from gpulens import __version__
 from gpulens.clock import PacedClock, SystemClock
-from gpulens.collect.csv_import import column_map_from_options
-from gpulens.collect.probe import probe_all
-from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import Config, load_config
 from gpulens.errors import ConfigError, GpulensError
-from gpulens.pipeline.scheduler import TickResult
-from gpulens.present import session, views
-from gpulens.present.analysis import analyse
-from gpulens.present.generate import generate
-from gpulens.present.ingest import ingest as run_ingest
-from gpulens.present.report import RENDERERS
-from gpulens.present.timespec import parse_when
+from gpulens.present.lazy import lazy_module
+
+if TYPE_CHECKING:  # imported when a command first uses them: `gpulens trace` starts fast
+    from gpulens.collect.simulated import SimulatedFleet
+    from gpulens.pipeline.scheduler import TickResult
+    from gpulens.present import session, views
+else:
+    session = lazy_module("gpulens.present.session")
+    views = lazy_module("gpulens.present.views")
 
 app = typer.Typer(
     add_completion=False,
@@ -164,6 +163,8 @@ def _summary_table(cfg: Config) -> Table:
 
 def _print_findings(cfg: Config, limit: int = 10) -> None:
     """The run's findings, one line each, largest impact first."""
+    from gpulens.present.analysis import analyse
+
     store = session.open_store(cfg.data_dir)
     try:
         view = analyse(
@@ -193,6 +194,8 @@ def _print_findings(cfg: Config, limit: int = 10) -> None:
 
 def _generate_fast(cfg: Config, start: int, duration: float, interval: float) -> None:
     """All cores, a progress bar, no live line."""
+    from gpulens.present.generate import generate
+
     total = math.ceil(duration / interval)
     with Progress(
         TextColumn("generating"),
@@ -397,6 +400,9 @@ def ingest(
 ) -> None:
     """Store captured files as readings: dcgm-exporter pages, nvidia-smi XML or CSV, or any
     CSV export of telemetry (with --map, or a --preset)."""
+    from gpulens.collect.csv_import import column_map_from_options
+    from gpulens.present.ingest import ingest as run_ingest
+
     cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
     ts_ns = None
     if time is not None:
@@ -492,6 +498,10 @@ def report(
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
 ) -> None:
     """A job report (--job) or a fleet report: useful work, waste and its price, findings."""
+    from gpulens.present.analysis import analyse
+    from gpulens.present.report import RENDERERS
+    from gpulens.present.timespec import parse_when
+
     cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
     now = SystemClock().now_ns()
     start_ns = parse_when(since, now, "--since")
@@ -555,6 +565,8 @@ def doctor(
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
 ) -> None:
     """Say, for every source, whether it works here and what would make it work."""
+    from gpulens.collect.probe import probe_all
+
     cfg = load_config(config)
     table = Table(title="gpulens sources on this machine", title_justify="left")
     table.add_column("source")

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpulens.clock import SystemClock
-from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import Config, load_config
-from gpulens.present import session
 from gpulens.present.cli import app, err, out
+from gpulens.present.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from gpulens.collect.simulated import SimulatedFleet
+    from gpulens.present import session
+else:
+    session = lazy_module("gpulens.present.session")
 
 
 def _announce(url: str, token: str | None) -> None:
