@@ -29,6 +29,20 @@ from gpulens.store import Store
 from gpulens.store.events import events
 from gpulens.store.frames import gpu_intervals
 
+#: the GPU-hour split every rollup row carries
+HOURS_KEYS: tuple[str, ...] = (
+    "gpus",
+    "gpu_hours",
+    "allocated_gpu_hours",
+    "useful_gpu_hours",
+    "wasted_gpu_hours",
+    "warmup_gpu_hours",
+)
+#: duty cycle, SM and tensor activity, side by side
+ACTIVITY_KEYS: tuple[str, ...] = ("mean_duty", "mean_sm_active", "mean_tensor_active")
+#: what the waste costs
+PRICE_KEYS: tuple[str, ...] = ("energy_kwh", "total_cost", "wasted_cost", "co2e_kg")
+
 
 @dataclass(frozen=True)
 class Settings:

@@ -12,6 +12,9 @@ import pyarrow as pa
 from gpulens.analyze import rollups, waste
 from gpulens.analyze.schema import STATES
 from gpulens.present.dashboard.common import (
+    ACTIVITY_KEYS,
+    HOURS_KEYS,
+    PRICE_KEYS,
     Analysed,
     clean,
     column,
@@ -28,21 +31,11 @@ from gpulens.present.dashboard.window import NS, Window, WindowInfo
 #: the headline figures of a window (rollup columns; `useful_share` = useful ÷ allocated is
 #: added)
 TOTAL_KEYS: tuple[str, ...] = (
-    "gpus",
-    "gpu_hours",
-    "allocated_gpu_hours",
-    "useful_gpu_hours",
-    "wasted_gpu_hours",
-    "warmup_gpu_hours",
+    *HOURS_KEYS,
     "idle_unallocated_gpu_hours",
     "unmeasured_gpu_hours",
-    "mean_duty",
-    "mean_sm_active",
-    "mean_tensor_active",
-    "energy_kwh",
-    "total_cost",
-    "wasted_cost",
-    "co2e_kg",
+    *ACTIVITY_KEYS,
+    *PRICE_KEYS,
 )
 CAUSE_KEYS: tuple[str, ...] = (
     "cause",

@@ -12,27 +12,22 @@ import pyarrow.compute as pc
 
 from gpulens.analyze import fairness, rollups
 from gpulens.findings.model import Finding
-from gpulens.present.dashboard.common import Analysed, clean, num, rows, top_cause
+from gpulens.present.dashboard.common import (
+    ACTIVITY_KEYS,
+    HOURS_KEYS,
+    PRICE_KEYS,
+    Analysed,
+    clean,
+    num,
+    rows,
+    top_cause,
+)
 from gpulens.present.dashboard.window import WindowInfo
 
 #: groups fairness may be shown for
 FAIRNESS_BY: tuple[str, ...] = ("user", "team", "project")
 MAX_CARDS = 200
-CARD_KEYS: tuple[str, ...] = (
-    "gpus",
-    "gpu_hours",
-    "allocated_gpu_hours",
-    "useful_gpu_hours",
-    "wasted_gpu_hours",
-    "warmup_gpu_hours",
-    "mean_duty",
-    "mean_sm_active",
-    "mean_tensor_active",
-    "energy_kwh",
-    "total_cost",
-    "wasted_cost",
-    "co2e_kg",
-)
+CARD_KEYS: tuple[str, ...] = (*HOURS_KEYS, *ACTIVITY_KEYS, *PRICE_KEYS)
 
 
 @dataclass

@@ -12,6 +12,8 @@ import numpy as np
 from gpulens.analyze import rollups
 from gpulens.analyze.engines import engine_timeline, recommend_engine_migration
 from gpulens.present.dashboard.common import (
+    ACTIVITY_KEYS,
+    HOURS_KEYS,
     Analysed,
     clean,
     column,
@@ -26,15 +28,8 @@ from gpulens.present.dashboard.window import NS, WindowInfo
 NO_ENGINE = "unattributed"
 ENGINE_KEYS: tuple[str, ...] = (
     "engine",
-    "gpus",
-    "gpu_hours",
-    "allocated_gpu_hours",
-    "useful_gpu_hours",
-    "wasted_gpu_hours",
-    "warmup_gpu_hours",
-    "mean_duty",
-    "mean_sm_active",
-    "mean_tensor_active",
+    *HOURS_KEYS,
+    *ACTIVITY_KEYS,
     "useful_per_gpu_hour",
     "tokens_per_gpu_hour",
     "total_cost",
