@@ -206,6 +206,34 @@ def test_dcgm_names_only_with_the_option_and_in_dcgm_units(
     assert all(mj[k] == pytest.approx(joules[k] * 1000) for k in mj)
 
 
+#: what NVIDIA's Grafana dashboard for dcgm-exporter (grafana.com 12239) queries: the series
+#: and the labels its panels filter, group and name legends by
+NVIDIA_DASHBOARD_SERIES = (
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+)
+NVIDIA_DASHBOARD_LABELS = ("Hostname", "gpu", "UUID")
+
+
+def test_nvidia_dashboard_series_are_there_with_its_labels(
+    state: tuple[LiveSnapshot, list[dict[str, object]]],
+) -> None:
+    snap, _ = state
+    families = scrape(snap, dcgm_names=True)
+    for name in NVIDIA_DASHBOARD_SERIES:
+        _, rows = families[name]
+        assert len(rows) == 12, name  # every simulated GPU
+        for sample in rows:
+            assert all(sample.labels.get(k) for k in NVIDIA_DASHBOARD_LABELS), sample.labels
+    clocks = [s.value for s in families["DCGM_FI_DEV_SM_CLOCK"][1]]
+    assert all(0 < mhz < 3000 for mhz in clocks)  # MHz: the dashboard multiplies by 1e6
+
+
 def test_pid_labels_only_with_the_option(
     state: tuple[LiveSnapshot, list[dict[str, object]]],
 ) -> None:
