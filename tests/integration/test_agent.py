@@ -148,3 +148,12 @@ def test_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
     assert proc.returncode == 2, stderr
     assert f"could not listen on 127.0.0.1:{port}" in stderr
     assert "Traceback" not in stderr
+
+
+def test_unusable_data_dir_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "data").write_text("a file where the store should go\n")
+    proc = start_agent(tmp_path, f"127.0.0.1:{free_port()}")
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2, stderr
+    assert "cannot be created" in stderr and "--data-dir" in stderr
+    assert "Traceback" not in stderr

@@ -28,7 +28,7 @@ from gpulens.analyze.prices import Prices
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.config import Config
-from gpulens.errors import ConfigError
+from gpulens.errors import CollectError, ConfigError
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.present import exporter, session
 from gpulens.present.live import LiveState
@@ -96,17 +96,13 @@ class AgentContext:
                 self._store = None
 
 
-def context_from_config(
-    cfg: Config,
-    live: LiveState | None,
-    registry: CollectorRegistry | None,
-    exposition: Callable[[], bytes] | None = None,
-) -> AgentContext:
-    """An AgentContext with the prices, carbon region, quotas and thresholds of `cfg`."""
+def context_from_config(cfg: Config) -> AgentContext:
+    """An AgentContext with the prices, carbon region, quotas and thresholds of `cfg` (no live
+    state or exporter yet: the agent sets those)."""
     return AgentContext(
         data_dir=cfg.data_dir,
-        live=live,
-        registry=registry,
+        live=None,
+        registry=None,
         prices=session.prices(cfg),
         region=session.carbon_region(cfg),
         quotas=session.quotas(cfg),
@@ -114,7 +110,6 @@ def context_from_config(
         token=cfg.get("agent.token") or None,
         trace_dirs=tuple(Path(p) for p in cfg.get("agent.trace_dirs")),
         max_upload_bytes=int(cfg.get("agent.max_upload_bytes")),
-        exposition=exposition,
     )
 
 
@@ -133,29 +128,37 @@ class Agent:
                 "without a token: set agent.token (or GPULENS_AGENT_TOKEN), or listen on "
                 "127.0.0.1"
             )
-        self.live = LiveState(
+        try:  # fail now, in one line, rather than at every flush
+            cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"the data directory {str(cfg.data_dir)!r} cannot be created "
+                f"({exc.strerror or exc}): choose another with --data-dir or data_dir"
+            ) from None
+        ctx = self.context = context_from_config(cfg)
+        self.live = ctx.live = LiveState(
             state_window_s=cfg.get("agent.state_window_seconds"),
             keep_s=max(300.0, 3 * cfg.get("agent.state_window_seconds")),
-            states=session.analysis_settings(cfg)["states"],
-            prices=session.prices(cfg),
-            region=session.carbon_region(cfg),
+            states=ctx.analysis["states"],
+            prices=ctx.prices,
+            region=ctx.region,
         )
         options = exporter.ExporterOptions(
             dcgm_names=bool(cfg.get("agent.dcgm_names")),
             pid_labels=bool(cfg.get("agent.pid_labels")),
         )
-        self.collector = exporter.LiveCollector(self.live.snapshot, session.prices(cfg), options)
-        self.registry = CollectorRegistry(auto_describe=False)
+        self.collector = exporter.LiveCollector(self.live.snapshot, ctx.prices, options)
+        self.registry = ctx.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
-        self.context = context_from_config(
-            cfg, self.live, self.registry, exposition=self.collector.exposition
-        )
+        ctx.exposition = self.collector.exposition
         self.stop = threading.Event()
         self.errors: list[str] = []
         self._refresh_every = max(1, round(5.0 / cfg.get("collect.interval_seconds")))
         self._ticks = 0
         self._threads: list[threading.Thread] = []
         self._writer: SegmentWriter | None = None
+        self._server: _Server | None = None
+        self.failure: str | None = None  # why the recorder stopped, when it did
 
     @property
     def url(self) -> str:
@@ -188,9 +191,12 @@ class Agent:
                 maintenance=True,
                 on_start=self._on_start,
             )
-        except Exception as exc:
-            self._note(f"recorder stopped: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # the agent cannot do its job: stop serving and say why
+            self.failure = f"{type(exc).__name__}: {exc}"
+            self._note(f"recorder stopped: {self.failure}")
             self.stop.set()
+            if self._server is not None:
+                self._server.should_exit = True
 
     def _findings_loop(self) -> None:
         every = float(self.cfg.get("agent.findings_every_seconds"))
@@ -251,7 +257,7 @@ class Agent:
         app = create_app(self.context)
         sock = self._bind()
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-        server = _Server(config)
+        server = self._server = _Server(config)
         self.start_background()
         if on_ready is not None:
             ready = threading.Thread(
@@ -266,6 +272,11 @@ class Agent:
                 signal.signal(sig, handler)
             sock.close()
             self.shutdown()
+        if self.failure is not None:
+            raise CollectError(
+                f"the agent stopped because its recorder failed ({self.failure}); check the "
+                f"data directory {str(self.cfg.data_dir)!r} and the collectors (gpulens doctor)"
+            )
 
     def _bind(self) -> socket.socket:
         """The listening socket, or ConfigError naming the address when it cannot be had."""
