@@ -12,6 +12,7 @@ import gzip
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -76,3 +77,32 @@ def test_struct_decoding_equals_orjson_dicts_on_every_stored_trace(
             dicts = load_trace(path, chunk_bytes=chunk)
             monkeypatch.setattr(load_module, "_USE_STRUCTS", True)
             _same(structs, dicts)
+
+
+class _Counting:
+    """A msgspec decoder that counts the slices it decodes."""
+
+    def __init__(self, decoder: Any) -> None:
+        self.decoder = decoder
+        self.decoded = 0
+
+    def decode(self, text: Any) -> Any:
+        result = self.decoder.decode(text)
+        self.decoded += 1
+        return result
+
+
+@pytest.mark.parametrize("name", ["df_index_resolver.json.gz", "mtia_rank_0.json.gz"])
+def test_typed_structs_decode_nearly_every_slice(
+    shared: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the one-pass column path needs the typed structs; a schema change that makes real slices
+    # fall back to the untyped ones would keep the results and lose the speed
+    (path,) = [p for p in _files(shared) if p.name == name]
+    typed, untyped = _Counting(load_module.TYPED_DECODER), _Counting(load_module.DECODER)
+    monkeypatch.setattr(load_module, "TYPED_DECODER", typed)
+    monkeypatch.setattr(load_module, "DECODER", untyped)
+    trace = load_trace(path)
+    assert trace.raw_event_count > 100_000
+    assert typed.decoded >= 50
+    assert untyped.decoded <= 2  # the trace's closing spans, with string pids

@@ -273,6 +273,8 @@ def test_struct_and_dict_decoding_agree_on_odd_types(
         '{"ph": "f", "cat": "ac2g", "id": 9, "pid": 0, "tid": 7, "ts": 5, "bp": "e"}',
         '{"ph": ["X"], "ts": 6}',
         '{"ph": "X", "ts": 7, "dur": null, "args": {"stream": 1, "stream": 2}}',
+        # fits the typed structs, but one id is beyond int64 and the occupancy is an int
+        _event("9", "1", args={"correlation": 2**63 + 5, "est. achieved occupancy %": 50}),
     ]
     strange = '{"ph": "X", "name": "k", "ts": 8, "dur": 1, "args": "not an object"}'
     for events in (odd, [*odd, strange]):
@@ -295,3 +297,6 @@ def test_struct_and_dict_decoding_agree_on_odd_types(
                     assert structs.process_names == other.process_names == {3: "dev"}
                     assert structs.thread_names == other.thread_names == {}
     assert structs.events.stream.tolist()[:2] == [7, -1]
+    # the uint64 id keeps its low 64 bits (two's complement), so ids stay distinct
+    assert structs.events.correlation.tolist()[-2] == 5 - 2**63
+    assert structs.events.occupancy.tolist()[-2] == 50.0

@@ -21,7 +21,14 @@ import numpy as np
 import orjson
 
 from gpulens.analyze.traces.model import MISSING, PHASES, EventTable, FlowTable
-from gpulens.analyze.traces.schema import ABSENT, OCCUPANCY_ARG, Args, TraceEvent
+from gpulens.analyze.traces.schema import (
+    ABSENT,
+    OCCUPANCY_ARG,
+    Args,
+    TraceEvent,
+    TypedArgs,
+    TypedEvent,
+)
 from gpulens.analyze.traces.times import (
     ints_as_ns,
     numbers_in_text,
@@ -31,6 +38,7 @@ from gpulens.analyze.traces.times import (
 )
 from gpulens.errors import TraceFormatError
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _META = len(PHASES)
 _FLOW_PHASES = {"s": 0, "f": 1, "t": 2}
 _PHASE_CODE: dict[Any, int] = {p: i for i, p in enumerate(PHASES)}
@@ -38,15 +46,30 @@ _PHASE_CODE.update({"M": _META, **{p: _META + 1 + i for p, i in _FLOW_PHASES.ite
 _OTHER = PHASES.index("other")
 _ABSENT = ABSENT
 _EMPTY: dict[str, Any] = {}
-_NO_ARGS = Args()
+_NO_ARGS: dict[type, Any] = {TraceEvent: Args(), TypedEvent: TypedArgs()}
 # Struct rows (schema.py): attribute getters; an absent field holds the default `dict.get` is
 # given for that key below.
 _GETTERS: dict[tuple[type, str], Callable[[Any], Any]] = {
-    **{(TraceEvent, k): attrgetter(k) for k in TraceEvent.__struct_fields__},
-    **{(Args, k): attrgetter(k) for k in ("name", "stream", "correlation")},
-    (Args, "External id"): attrgetter("external_id"),
-    (Args, OCCUPANCY_ARG): attrgetter("occupancy"),
+    **{
+        (event, k): attrgetter(k)
+        for event in (TraceEvent, TypedEvent)
+        for k in TraceEvent.__struct_fields__
+    },
+    **{
+        (args, key): attrgetter(attr)
+        for args in (Args, TypedArgs)
+        for key, attr in (
+            ("name", "name"),
+            ("stream", "stream"),
+            ("correlation", "correlation"),
+            ("External id", "external_id"),
+            (OCCUPANCY_ARG, "occupancy"),
+        )
+    },
 }
+# Rows whose values have the declared types: a number field becomes a column in one pass.
+_TYPED_ROWS = (TypedEvent, TypedArgs)
+_ARGS_TYPES = (Args, TypedArgs)
 Reparse = Callable[[], list[Any]]
 Text = bytes | memoryview  # JSON text, or a view of it
 _get = dict.get
@@ -55,17 +78,26 @@ Array = np.ndarray[Any, Any]
 
 
 def as_int(value: Any) -> int:
-    """An integer field: ints as is, numeric strings and integral floats converted, else -1."""
+    """An integer field: ints as is, numeric strings and integral floats converted, else -1.
+
+    These fields are identifiers (pids, streams, correlation and flow ids): one beyond int64
+    (a 64-bit unsigned hash) is kept as the int64 with the same low 64 bits, so equal ids stay
+    equal and distinct ones distinct.
+    """
     if type(value) is int:
-        return value
+        return value if _INT64_MIN <= value <= _INT64_MAX else _wrap_int64(value)
     if isinstance(value, str):
         try:
-            return int(value)
+            return as_int(int(value))
         except ValueError:
             return MISSING
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return as_int(int(value))
     return MISSING
+
+
+def _wrap_int64(value: int) -> int:
+    return (value - _INT64_MIN) % (1 << 64) + _INT64_MIN
 
 
 def _as_ints(values: list[Any]) -> list[int]:
@@ -99,6 +131,23 @@ def _floats(values: list[Any]) -> Array:
     if arr.dtype.kind in "fi":
         return arr.astype(np.float64, copy=False)
     return np.fromiter(map(_as_float, values), dtype=np.float64, count=len(values))
+
+
+def _int_column(rows: list[Any], key: str) -> Array:
+    """int64 column of `key` (absent: MISSING)."""
+    if rows and type(rows[0]) in _TYPED_ROWS:
+        try:
+            return np.fromiter(map(_GETTERS[type(rows[0]), key], rows), np.int64, len(rows))
+        except OverflowError:  # an id beyond int64: the per-value path decides
+            pass
+    return _ints(_field(rows, key, MISSING))
+
+
+def _float_column(rows: list[Any], key: str) -> Array:
+    """float64 column of `key` (absent: NaN)."""
+    if rows and type(rows[0]) in _TYPED_ROWS:
+        return np.fromiter(map(_GETTERS[type(rows[0]), key], rows), np.float64, len(rows))
+    return _floats(_field(rows, key, np.nan))
 
 
 def _field(rows: list[Any], key: str, default: Any = None) -> list[Any]:
@@ -161,10 +210,12 @@ class ColumnBuilder:
             again = reparse() if reparse else _reparse(text)
             ts_ns, dur_ns = self._reparsed_times(again, n, kept)
             dur_ns = dur_ns[timed]
-        if timed_rows and type(timed_rows[0]) is TraceEvent:
+        row_type = type(timed_rows[0]) if timed_rows else None
+        if row_type is TraceEvent or row_type is TypedEvent:
             args = _field(timed_rows, "args")
             if any(map(is_, args, repeat(None))):
-                args = [_NO_ARGS if a is None else a for a in args]
+                no_args = _NO_ARGS[row_type]
+                args = [no_args if a is None else a for a in args]
         else:
             args = [a if type(a) is dict else _EMPTY for a in _field(timed_rows, "args")]
         self._events.append(
@@ -176,12 +227,12 @@ class ColumnBuilder:
                 "phase": codes[timed],
                 "category": cat[timed],
                 "name": self._intern(_field(timed_rows, "name"), self.names),
-                "pid": _ints(_field(timed_rows, "pid", MISSING)),
-                "tid": _ints(_field(timed_rows, "tid", MISSING)),
-                "stream": _ints(_field(args, "stream", MISSING)),
-                "correlation": _ints(_field(args, "correlation", MISSING)),
-                "external_id": _ints(_field(args, "External id", MISSING)),
-                "occupancy": _floats(_field(args, OCCUPANCY_ARG, np.nan)),
+                "pid": _int_column(timed_rows, "pid"),
+                "tid": _int_column(timed_rows, "tid"),
+                "stream": _int_column(args, "stream"),
+                "correlation": _int_column(args, "correlation"),
+                "external_id": _int_column(args, "External id"),
+                "occupancy": _float_column(args, OCCUPANCY_ARG),
             }
         )
         self._flows.append(
@@ -190,9 +241,9 @@ class ColumnBuilder:
                 "ts_ns": ts_ns[flow],
                 "phase": codes[flow] - (_META + 1),
                 "category": cat[flow],
-                "flow_id": _ints(_field(flow_rows, "id", MISSING)),
-                "pid": _ints(_field(flow_rows, "pid", MISSING)),
-                "tid": _ints(_field(flow_rows, "tid", MISSING)),
+                "flow_id": _int_column(flow_rows, "id"),
+                "pid": _int_column(flow_rows, "pid"),
+                "tid": _int_column(flow_rows, "tid"),
             }
         )
         self.count += n
@@ -256,11 +307,11 @@ class ColumnBuilder:
             chosen = list(compress(rows, map(eq, kinds, repeat(kind))))
             args = _field(chosen, "args")
             found: list[Any]
-            if args and type(args[0]) is Args and not any(map(is_, args, repeat(None))):
+            if args and type(args[0]) in _ARGS_TYPES and not any(map(is_, args, repeat(None))):
                 found = _field(args, "name")
             else:
                 found = [
-                    a.get("name") if type(a) is dict else a.name if type(a) is Args else None
+                    a.get("name") if type(a) is dict else a.name if type(a) in _ARGS_TYPES else None
                     for a in args
                 ]
             named = list(map(is_, map(type, found), repeat(str)))

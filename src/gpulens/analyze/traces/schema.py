@@ -1,12 +1,20 @@
 """The fields of a Kineto event that the analyses read, as msgspec types (pure).
 
-`DECODER` parses one slice of `traceEvents` (a JSON array of event objects) into `TraceEvent`
-structs: only the fields declared here become Python objects; every other field (and every other
-key of `args`) is skipped in C. Each field's default is what `dict.get` gives the orjson path for
-an absent key (columns.py), so both paths feed the same values. A slice whose values do not fit
-these types (an element that is not an object, `args` that is not an object) raises
-`msgspec.ValidationError`, and load.py parses that slice with orjson instead (as it does any slice
-msgspec rejects).
+A slice of `traceEvents` (a JSON array of event objects) is decoded into structs: only the fields
+declared here become Python objects; every other field (and every other key of `args`) is skipped
+in C. Two schemas, tried in turn:
+
+* `TYPED_DECODER` → `TypedEvent`: each field has the type Kineto writes (ints for ids, strings for
+  names, ...), so the column builder can turn a field into a numpy column in one pass, without
+  looking at each value's type. Nearly every slice of a real trace fits (its last events — the
+  `Trace` spans, with string pids — usually do not).
+* `DECODER` → `TraceEvent`: any JSON value in any field; the column builder converts values one
+  by one where their type is unexpected (a numeric-string pid, a float id, ...).
+
+Each field's default is what `dict.get` gives the orjson path for an absent key (columns.py), so
+every path feeds the same values. A slice whose values fit neither (an element or `args` that is
+not an object) raises `msgspec.ValidationError`, and load.py parses that slice with orjson instead
+(as it does any slice msgspec rejects).
 """
 
 from __future__ import annotations
@@ -17,10 +25,20 @@ import msgspec
 
 from gpulens.analyze.traces.model import MISSING
 
-__all__ = ["ABSENT", "DECODER", "OCCUPANCY_ARG", "Args", "TraceEvent"]
+__all__ = [
+    "ABSENT",
+    "DECODER",
+    "OCCUPANCY_ARG",
+    "TYPED_DECODER",
+    "Args",
+    "TraceEvent",
+    "TypedArgs",
+    "TypedEvent",
+]
 
 OCCUPANCY_ARG = "est. achieved occupancy %"
 ABSENT: Any = msgspec.UNSET  # `ts` not written at all (distinct from `"ts": null`)
+_NAN = float("nan")
 
 
 class Args(msgspec.Struct, gc=False):
@@ -30,7 +48,7 @@ class Args(msgspec.Struct, gc=False):
     stream: Any = MISSING
     correlation: Any = MISSING
     external_id: Any = msgspec.field(default=MISSING, name="External id")
-    occupancy: Any = msgspec.field(default=float("nan"), name=OCCUPANCY_ARG)
+    occupancy: Any = msgspec.field(default=_NAN, name=OCCUPANCY_ARG)
 
 
 class TraceEvent(msgspec.Struct, gc=False):
@@ -47,4 +65,29 @@ class TraceEvent(msgspec.Struct, gc=False):
     args: Args | None = None
 
 
+class TypedArgs(msgspec.Struct, gc=False):
+    """`Args` with the types Kineto writes (an int occupancy is read as a float)."""
+
+    name: str | None = None
+    stream: int = MISSING
+    correlation: int = MISSING
+    external_id: int = msgspec.field(default=MISSING, name="External id")
+    occupancy: float = msgspec.field(default=_NAN, name=OCCUPANCY_ARG)
+
+
+class TypedEvent(msgspec.Struct, gc=False):
+    """`TraceEvent` with the types Kineto writes: `int` ids may still exceed int64."""
+
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    ts: int | float | msgspec.UnsetType = ABSENT
+    dur: int | float | None = None
+    pid: int = MISSING
+    tid: int = MISSING
+    id: int = MISSING
+    args: TypedArgs | None = None
+
+
+TYPED_DECODER = msgspec.json.Decoder(list[TypedEvent])
 DECODER = msgspec.json.Decoder(list[TraceEvent])
