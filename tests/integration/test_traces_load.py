@@ -31,7 +31,7 @@ def _files(shared: Path) -> list[Path]:
 def _same(a: Trace, b: Trace) -> None:
     for table in ("events", "flows"):
         x, y = getattr(a, table), getattr(b, table)
-        for key in type(x).__dataclass_fields__:
+        for key in type(x).__struct_fields__:
             left, right = getattr(x, key), getattr(y, key)
             assert left.dtype == right.dtype, (table, key)
             assert np.array_equal(left, right, equal_nan=left.dtype.kind == "f"), (table, key)

@@ -9,11 +9,11 @@ docs/traces.md says why.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 from functools import cache
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -196,7 +196,9 @@ def test_ns_resolution_difference_is_float64(shared: Path) -> None:
 
     floats = np.array([as_float(v) for v in ts.tolist()]) - as_float(low)
     emulated = np.rint(floats * 1000).astype(np.int64)
-    hta_like = dataclasses.replace(trace, events=dataclasses.replace(trace.events, ts_ns=emulated))
+    hta_like = msgspec.structs.replace(
+        trace, events=msgspec.structs.replace(trace.events, ts_ns=emulated)
+    )
     (split,) = breakdown(hta_like, hta_window=True, hta_quirks=True).idle_by_stream
     assert _close(split.as_us()["host_wait_us"], 1290.81)
     assert _close(split.as_us()["kernel_wait_us"], 5161.96)

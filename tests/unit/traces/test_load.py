@@ -289,7 +289,7 @@ def test_struct_and_dict_decoding_agree_on_odd_types(
                 for other in (dicts, whole):
                     for table in ("events", "flows"):
                         x, y = getattr(structs, table), getattr(other, table)
-                        for key in type(x).__dataclass_fields__:
+                        for key in type(x).__struct_fields__:
                             left, right = getattr(x, key), getattr(y, key)
                             assert left.dtype == right.dtype
                             assert np.array_equal(left, right, equal_nan=True), (table, key)

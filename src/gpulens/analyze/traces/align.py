@@ -22,8 +22,7 @@ the difference between its end timestamps is the clock skew.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from gpulens.analyze.traces.comm import collective_name
@@ -33,8 +32,7 @@ from gpulens.analyze.traces.model import Trace
 CHECKED = 8  # anchor kernels per rank compared to measure the residual
 
 
-@dataclass(frozen=True)
-class Alignment:
+class Alignment(msgspec.Struct, frozen=True):
     method: str  # "collective", "shared clock" or "per-rank start"
     anchor: str | None  # the collective aligned on
     shifts_ns: list[int]  # per rank, in the order given: added to its timestamps

@@ -22,8 +22,8 @@ a launch takes the `ts` of the file's first event as its launch time).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -47,8 +47,7 @@ IDLE_CATEGORIES = frozenset(GPU_WORK_CATEGORIES)
 _SYNC_BY_NAME = ("Event Sync", "Context Sync")
 
 
-@dataclass(frozen=True)
-class Temporal:
+class Temporal(msgspec.Struct, frozen=True):
     """HTA's temporal breakdown of one rank, in integer ns (`*_us` for µs floats)."""
 
     kernel_time_ns: int
@@ -65,8 +64,7 @@ class Temporal:
         }
 
 
-@dataclass(frozen=True)
-class IdleSplit:
+class IdleSplit(msgspec.Struct, frozen=True):
     """Idle gaps split by cause: one stream (HTA) or one device over all its streams (ours)."""
 
     key: int  # stream id, or device (pid) for device idle
@@ -88,8 +86,7 @@ class IdleSplit:
         }
 
 
-@dataclass(frozen=True)
-class DeviceIdle:
+class DeviceIdle(msgspec.Struct, frozen=True):
     """Union of all streams of one device: span, busy and idle (split by cause), ns."""
 
     device: int
@@ -102,14 +99,13 @@ class DeviceIdle:
         return self.span_ns - self.busy_ns
 
 
-@dataclass(frozen=True)
-class RankBreakdown:
+class RankBreakdown(msgspec.Struct, frozen=True):
     rank: int | None
     temporal: Temporal | None  # None when the selection has no GPU rows
     idle_by_stream: list[IdleSplit]
     device_idle: list[DeviceIdle]
     window_end_ns: int | None = None  # start of the last ProfilerStep when the HTA window applied
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 def union_length(starts: Ints, ends: Ints) -> int:

@@ -29,8 +29,8 @@ thread, and `cpu_ops_python_ns` the part covered by Python functions (traces rec
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -123,8 +123,7 @@ def _union(trace: Trace, rows: npt.NDArray[np.intp]) -> tuple[Ints, Ints]:
     return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
 
 
-@dataclass(frozen=True)
-class Gaps:
+class Gaps(msgspec.Struct, frozen=True):
     """Device idle gaps, one entry per gap (ts order within each device)."""
 
     device: Ints
@@ -142,8 +141,7 @@ class Gaps:
         return int(self.start_ns.size)
 
 
-@dataclass(frozen=True)
-class GapExample:
+class GapExample(msgspec.Struct, frozen=True):
     device: int
     start_ns: int
     dur_ns: int
@@ -167,8 +165,7 @@ class GapExample:
         }
 
 
-@dataclass(frozen=True)
-class CauseTotal:
+class CauseTotal(msgspec.Struct, frozen=True):
     cause: str
     idle_ns: int
     gaps: int
@@ -177,8 +174,7 @@ class CauseTotal:
     examples: list[GapExample]
 
 
-@dataclass(frozen=True)
-class IdleCauses:
+class IdleCauses(msgspec.Struct, frozen=True):
     span_ns: int  # sum over devices of first activity → last activity
     idle_ns: int
     causes: dict[str, CauseTotal]

@@ -169,8 +169,8 @@ class ColumnBuilder:
         self.process_names: dict[int, str] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
         self.count = 0
-        self._events = _Columns(EventTable.__dataclass_fields__)
-        self._flows = _Columns(FlowTable.__dataclass_fields__)
+        self._events = _Columns(EventTable.__struct_fields__)
+        self._flows = _Columns(FlowTable.__struct_fields__)
 
     # -- one chunk ---------------------------------------------------------------------------
 
@@ -406,10 +406,7 @@ def _times(
     if len(numbers) != len(given):
         return None
     try:
-        same = np.array_equal(
-            np.asarray(numbers).astype(np.float64), np.asarray(given, dtype=np.float64)
-        )
-        if not same:
+        if list(map(float, numbers)) != given:  # Python reads each text as the parser did
             return None
         out = np.zeros(len(values), dtype=np.int64)
         out[present] = texts_to_ns(numbers)

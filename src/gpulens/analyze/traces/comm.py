@@ -16,8 +16,8 @@ wait for the slowest rank (see ranks.py for the cross-rank view).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from gpulens.analyze.traces.breakdown import merge_intervals
@@ -35,8 +35,7 @@ def collective_name(kernel: str) -> str:
     return kernel.split("(")[0].strip()[:60]
 
 
-@dataclass(frozen=True)
-class Collective:
+class Collective(msgspec.Struct, frozen=True):
     name: str
     count: int
     total_ns: int
@@ -55,8 +54,7 @@ class Collective:
         }
 
 
-@dataclass(frozen=True)
-class Communication:
+class Communication(msgspec.Struct, frozen=True):
     comm_ns: int  # union of collective kernels, summed over devices
     exposed_ns: int
     compute_ns: int  # union of non-collective kernels

@@ -24,8 +24,8 @@ from the launch configuration) over the kernels that record it; None where none 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -87,8 +87,7 @@ def classify_kernel(name: str, category: str = "kernel") -> str:
     return "other"
 
 
-@dataclass(frozen=True)
-class KernelClass:
+class KernelClass(msgspec.Struct, frozen=True):
     name: str
     count: int
     time_ns: int
@@ -106,8 +105,7 @@ class KernelClass:
         }
 
 
-@dataclass(frozen=True)
-class KernelClasses:
+class KernelClasses(msgspec.Struct, frozen=True):
     total_ns: int
     classes: dict[str, KernelClass]
     occupancy_pct: float | None  # over all kernels that record it
@@ -199,8 +197,7 @@ def kernel_classes(trace: Trace, top: int = 3) -> KernelClasses:
     )
 
 
-@dataclass(frozen=True)
-class CopyStats:
+class CopyStats(msgspec.Struct, frozen=True):
     """GPU memory copies of one kind (`Memcpy HtoD (Pageable -> Device)` …)."""
 
     kind: str

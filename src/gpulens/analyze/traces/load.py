@@ -56,7 +56,7 @@ try:  # ISA-L's inflate: the same API as zlib's, 2.5× faster
 except ImportError:  # pragma: no cover - a platform without python-isal wheels
     pass
 
-DEFAULT_CHUNK_BYTES = 1 << 18
+DEFAULT_CHUNK_BYTES = 1 << 19
 _READ_BYTES = 1 << 18  # compressed bytes read at a time
 _GZIP_MAGIC = b"\x1f\x8b"
 _USE_STRUCTS = True  # stream slices through msgspec structs (False: orjson dicts, for tests)

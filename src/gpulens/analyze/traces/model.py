@@ -8,9 +8,9 @@ them. Times are integer nanoseconds exactly as the file wrote them (µs with up 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -35,8 +35,7 @@ LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "mtia_r
 LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async"})
 
 
-@dataclass(frozen=True)
-class EventTable:
+class EventTable(msgspec.Struct, frozen=True):
     """Timed events (every `ph` except metadata and flows), one array per field, file order.
 
     `index` is the event's position in `traceEvents` (as HTA numbers rows); `dur_ns` is 0 where the
@@ -65,12 +64,11 @@ class EventTable:
     def take(self, rows: npt.NDArray[np.intp] | Bools) -> EventTable:
         """The rows selected by an index array or a boolean mask, as a new table."""
         return EventTable(
-            **{name: getattr(self, name)[rows] for name in EventTable.__dataclass_fields__}
+            **{name: getattr(self, name)[rows] for name in EventTable.__struct_fields__}
         )
 
 
-@dataclass(frozen=True)
-class FlowTable:
+class FlowTable(msgspec.Struct, frozen=True):
     """Flow events (`ph` s / f / t): `id` links start and finish (for `ac2g`: the correlation)."""
 
     index: Ints
@@ -85,8 +83,7 @@ class FlowTable:
         return int(self.ts_ns.shape[0])
 
 
-@dataclass(frozen=True)
-class Trace:
+class Trace(msgspec.Struct, frozen=True):
     """One rank's profiler trace, loaded (see `gpulens.analyze.traces.load.load_trace`)."""
 
     path: str
@@ -96,9 +93,9 @@ class Trace:
     flows: FlowTable
     names: list[str]
     categories: list[str]
-    metadata: dict[str, Any] = field(default_factory=dict)  # top-level keys but traceEvents
-    process_names: dict[int, str] = field(default_factory=dict)
-    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)  # top-level keys but traceEvents
+    process_names: dict[int, str] = msgspec.field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = msgspec.field(default_factory=dict)
     raw_event_count: int = 0
 
     @property

@@ -18,8 +18,9 @@ ranks of one job side by side:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from statistics import median
+
+import msgspec
 
 from gpulens.analyze.traces.align import Alignment, align
 from gpulens.analyze.traces.breakdown import RankBreakdown, breakdown, job_step_name_count
@@ -33,8 +34,7 @@ STRAGGLER_THRESHOLD = 0.05
 RESIDUAL_NOTE_NS = 1_000_000  # a residual clock disagreement worth a note
 
 
-@dataclass(frozen=True)
-class RankAnalysis:
+class RankAnalysis(msgspec.Struct, frozen=True):
     trace: Trace
     breakdown: RankBreakdown
     causes: IdleCauses
@@ -81,8 +81,7 @@ def analyze_rank(
     )
 
 
-@dataclass(frozen=True)
-class RankRow:
+class RankRow(msgspec.Struct, frozen=True):
     rank: int | None
     file: str
     offset_ns: int
@@ -114,15 +113,14 @@ class RankRow:
         }
 
 
-@dataclass(frozen=True)
-class Cluster:
+class Cluster(msgspec.Struct, frozen=True):
     alignment: Alignment
     world_size: int | None
     rows: list[RankRow]
     imbalance: float | None
     straggler: int | None
     straggler_excess_ns: int
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {

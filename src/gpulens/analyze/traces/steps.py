@@ -15,8 +15,8 @@ Steps are listed in time order; a trace without `ProfilerStep#N` ranges has none
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from gpulens.analyze.traces.breakdown import merge_intervals
@@ -27,8 +27,7 @@ from gpulens.analyze.traces.model import MISSING, Trace
 _STEP = re.compile(r"^ProfilerStep#(\d+)")
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(msgspec.Struct, frozen=True):
     name: str
     number: int
     start_ns: int
