@@ -96,13 +96,34 @@ class _Counting:
 def test_typed_structs_decode_nearly_every_slice(
     shared: Path, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the one-pass column path needs the typed structs; a schema change that makes real slices
-    # fall back to the untyped ones would keep the results and lose the speed
+    # the one-pass column path needs the typed structs (known phases and categories first); a
+    # schema change that makes real slices fall back to the permissive ones would keep the
+    # results and lose the speed
     (path,) = [p for p in _files(shared) if p.name == name]
-    typed, untyped = _Counting(load_module.TYPED_DECODER), _Counting(load_module.DECODER)
-    monkeypatch.setattr(load_module, "TYPED_DECODER", typed)
-    monkeypatch.setattr(load_module, "DECODER", untyped)
+    known, typed, permissive = (_Counting(d) for d in load_module.DECODERS)
+    monkeypatch.setattr(load_module, "DECODERS", (known, typed, permissive))
     trace = load_trace(path)
     assert trace.raw_event_count > 100_000
-    assert typed.decoded >= 50
-    assert untyped.decoded <= 2  # the trace's closing spans, with string pids
+    assert known.decoded >= 50
+    assert typed.decoded == 0
+    assert permissive.decoded <= 2  # the trace's closing spans, with string pids
+
+
+def test_an_unknown_category_costs_one_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a category newer than the known list: the typed schema takes over after the first slice
+    event = (
+        '{"ph": "X", "cat": "%s", "name": "k", "pid": 1, "tid": 2, "ts": %d, "dur": 1, '
+        '"args": {"correlation": %d}}'
+    )
+    events = [event % ("new_runtime" if i % 50 == 0 else "kernel", i, i) for i in range(5000)]
+    path = tmp_path / "new.json"
+    path.write_text('{"traceEvents": [' + ", ".join(events) + "]}", encoding="utf-8")
+    known, typed, permissive = (_Counting(d) for d in load_module.DECODERS)
+    monkeypatch.setattr(load_module, "DECODERS", (known, typed, permissive))
+    trace = load_trace(path, chunk_bytes=10_000)
+    assert trace.categories == ["new_runtime", "kernel"]
+    assert trace.events.correlation.tolist() == list(range(5000))
+    assert known.decoded == 0 and permissive.decoded == 0
+    assert typed.decoded >= 20

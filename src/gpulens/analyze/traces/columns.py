@@ -25,6 +25,7 @@ from gpulens.analyze.traces.schema import (
     ABSENT,
     OCCUPANCY_ARG,
     Args,
+    KnownEvent,
     TraceEvent,
     TypedArgs,
     TypedEvent,
@@ -46,13 +47,13 @@ _PHASE_CODE.update({"M": _META, **{p: _META + 1 + i for p, i in _FLOW_PHASES.ite
 _OTHER = PHASES.index("other")
 _ABSENT = ABSENT
 _EMPTY: dict[str, Any] = {}
-_NO_ARGS: dict[type, Any] = {TraceEvent: Args(), TypedEvent: TypedArgs()}
+_NO_ARGS: dict[type, Any] = {TraceEvent: Args(), TypedEvent: TypedArgs(), KnownEvent: TypedArgs()}
 # Struct rows (schema.py): attribute getters; an absent field holds the default `dict.get` is
 # given for that key below.
 _GETTERS: dict[tuple[type, str], Callable[[Any], Any]] = {
     **{
         (event, k): attrgetter(k)
-        for event in (TraceEvent, TypedEvent)
+        for event in (TraceEvent, TypedEvent, KnownEvent)
         for k in TraceEvent.__struct_fields__
     },
     **{
@@ -68,7 +69,7 @@ _GETTERS: dict[tuple[type, str], Callable[[Any], Any]] = {
     },
 }
 # Rows whose values have the declared types: a number field becomes a column in one pass.
-_TYPED_ROWS = (TypedEvent, TypedArgs)
+_TYPED_ROWS = (TypedEvent, KnownEvent, TypedArgs)
 _ARGS_TYPES = (Args, TypedArgs)
 Reparse = Callable[[], list[Any]]
 Text = bytes | memoryview  # JSON text, or a view of it
@@ -211,7 +212,7 @@ class ColumnBuilder:
             ts_ns, dur_ns = self._reparsed_times(again, n, kept)
             dur_ns = dur_ns[timed]
         row_type = type(timed_rows[0]) if timed_rows else None
-        if row_type is TraceEvent or row_type is TypedEvent:
+        if row_type in _NO_ARGS:
             args = _field(timed_rows, "args")
             if any(map(is_, args, repeat(None))):
                 no_args = _NO_ARGS[row_type]

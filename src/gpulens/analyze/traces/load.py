@@ -40,7 +40,7 @@ import orjson
 
 from gpulens.analyze.traces.columns import ColumnBuilder, as_int
 from gpulens.analyze.traces.model import Trace
-from gpulens.analyze.traces.schema import DECODER, TYPED_DECODER
+from gpulens.analyze.traces.schema import DECODERS
 from gpulens.analyze.traces.times import decimal_to_ns, rewrite_times
 from gpulens.errors import TraceFormatError
 
@@ -167,33 +167,43 @@ class _Text:
         return bytes(self.buf[pos:]) + b"".join(self.blocks)
 
 
-def _parse_slice(
-    buf: bytearray, start: int, end: int, use_structs: bool = True
-) -> list[Any] | None:
+class _SliceDecoder:
+    """Decodes slices with the fastest schema that fits (schema.py), msgspec first.
+
+    A slice that a schema rejects is tried with the next; a trace whose categories are not all
+    known (a newer Kineto) stops trying the first schema once the second has fitted, so it costs
+    one wasted attempt, not one per slice.
+    """
+
+    def __init__(self, use_structs: bool = True) -> None:
+        self.first = 0 if use_structs else len(DECODERS)
+
+    def decode(self, piece: memoryview) -> list[Any]:
+        """The slice's events: structs, else orjson dicts (may raise orjson's error)."""
+        for i in range(self.first, len(DECODERS)):
+            try:
+                events: list[Any] = DECODERS[i].decode(piece)
+            except msgspec.ValidationError:  # a value of another type: the next schema
+                continue
+            except msgspec.DecodeError:  # not JSON: orjson decides (and says where)
+                break
+            if i == 1 and self.first == 0:
+                self.first = 1
+            return events
+        return cast(list[Any], orjson.loads(piece))
+
+
+def _parse_slice(buf: bytearray, start: int, end: int, decoder: _SliceDecoder) -> list[Any] | None:
     """`buf[start:end]` (elements of the array) parsed as a list, without copying the text.
 
-    msgspec structs (schema.py: only the fields read; typed ones where every value has the usual
-    type) where the slice fits them, else orjson dicts (also with `use_structs=False`); None if
-    the text is not a JSON array.
-
-    The bytes just before and after the slice (already consumed, or the separator) are turned
-    into `[` and `]` for the parse, then put back.
+    None if the text is not a JSON array. The bytes just before and after the slice (already
+    consumed, or the separator) are turned into `[` and `]` for the parse, then put back.
     """
     before, after = buf[start - 1], buf[end]
     buf[start - 1], buf[end] = 0x5B, 0x5D  # "[", "]"
     try:
         with memoryview(buf) as view, view[start - 1 : end + 1] as piece:
-            if use_structs:
-                try:
-                    return TYPED_DECODER.decode(piece)
-                except msgspec.ValidationError:  # a value of another type: any type then
-                    try:
-                        return DECODER.decode(piece)
-                    except msgspec.DecodeError:  # odd types, or not JSON: orjson decides
-                        pass
-                except msgspec.DecodeError:  # not JSON: orjson decides (and says where)
-                    pass
-            parsed = orjson.loads(piece)
+            parsed = decoder.decode(piece)
     except orjson.JSONDecodeError:
         return None
     finally:
@@ -201,7 +211,9 @@ def _parse_slice(
     return parsed if isinstance(parsed, list) else None
 
 
-def _cut(text: _Text, pos: int, chunk_bytes: int) -> tuple[list[Any], int, int] | None:
+def _cut(
+    text: _Text, pos: int, chunk_bytes: int, decoder: _SliceDecoder
+) -> tuple[list[Any], int, int] | None:
     """The first slice from `pos` that ends at an element boundary and parses, if any.
 
     Slices end at least `chunk_bytes` after `pos`; at the end of the file, at the array's end.
@@ -215,7 +227,7 @@ def _cut(text: _Text, pos: int, chunk_bytes: int) -> tuple[list[Any], int, int] 
         searches.append(_END.finditer(buf, pos))
     for matches in searches:
         for m in matches:
-            events = _parse_slice(buf, pos, m.start() + 1, _USE_STRUCTS)
+            events = _parse_slice(buf, pos, m.start() + 1, decoder)
             if events is not None:
                 return events, m.start() + 1, m.end()
     return None
@@ -223,11 +235,12 @@ def _cut(text: _Text, pos: int, chunk_bytes: int) -> tuple[list[Any], int, int] 
 
 def _stream_events(text: _Text, pos: int, builder: ColumnBuilder, chunk_bytes: int) -> int:
     """Feed the array whose first element is at `pos` (> 0); returns the position after `]`."""
+    decoder = _SliceDecoder(_USE_STRUCTS)
     pos = text.skip_ws(pos)
     if text.buf[pos : pos + 1] == b"]":
         return pos + 1
     while True:
-        cut = _cut(text, pos, chunk_bytes)
+        cut = _cut(text, pos, chunk_bytes, decoder)
         if cut is None:
             if text.eof:
                 raise _NotStreamable("the events array does not end")

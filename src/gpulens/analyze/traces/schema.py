@@ -2,24 +2,27 @@
 
 A slice of `traceEvents` (a JSON array of event objects) is decoded into structs: only the fields
 declared here become Python objects; every other field (and every other key of `args`) is skipped
-in C. Two schemas, tried in turn:
+in C. Three schemas, from the fastest to the most permissive (load.py tries them in turn):
 
-* `TYPED_DECODER` → `TypedEvent`: each field has the type Kineto writes (ints for ids, strings for
-  names, ...), so the column builder can turn a field into a numpy column in one pass, without
-  looking at each value's type. Nearly every slice of a real trace fits (its last events — the
-  `Trace` spans, with string pids — usually do not).
-* `DECODER` → `TraceEvent`: any JSON value in any field; the column builder converts values one
-  by one where their type is unexpected (a numeric-string pid, a float id, ...).
+* `KnownEvent`: `TypedEvent` whose `ph` is a Chrome trace phase and whose `cat` is one of the
+  categories Kineto writes (`CATEGORIES`); these decode to shared string objects, so they cost no
+  allocation and are interned by identity.
+* `TypedEvent`: each field has the type Kineto writes (ints for ids, strings for names, ...), so
+  the column builder turns a field into a numpy column in one pass, without looking at each
+  value's type. Nearly every slice of a real trace fits (its last events — the `Trace` spans,
+  with string pids — usually do not).
+* `TraceEvent`: any JSON value in any field; the column builder converts values one by one where
+  their type is unexpected (a numeric-string pid, a float id, ...).
 
 Each field's default is what `dict.get` gives the orjson path for an absent key (columns.py), so
-every path feeds the same values. A slice whose values fit neither (an element or `args` that is
-not an object) raises `msgspec.ValidationError`, and load.py parses that slice with orjson instead
+every path feeds the same values. A slice whose values fit none (an element or `args` that is not
+an object) raises `msgspec.ValidationError`, and load.py parses that slice with orjson instead
 (as it does any slice msgspec rejects).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -27,10 +30,10 @@ from gpulens.analyze.traces.model import MISSING
 
 __all__ = [
     "ABSENT",
-    "DECODER",
+    "DECODERS",
     "OCCUPANCY_ARG",
-    "TYPED_DECODER",
     "Args",
+    "KnownEvent",
     "TraceEvent",
     "TypedArgs",
     "TypedEvent",
@@ -89,5 +92,33 @@ class TypedEvent(msgspec.Struct, gc=False):
     args: TypedArgs | None = None
 
 
-TYPED_DECODER = msgspec.json.Decoder(list[TypedEvent])
-DECODER = msgspec.json.Decoder(list[TraceEvent])
+# Chrome trace event phases, and the categories of Kineto's activity types (libkineto
+# ActivityType.cpp, 2021 names included), its flows and its `Trace` spans.
+Phase = Literal[
+    "X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "n", "e", "P", "N", "O", "D", "R",
+    "c", "V", "v", "(", ")",
+]  # fmt: skip
+Category = Literal[
+    "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset", "kernel",
+    "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event",
+    "python_function", "overhead", "mtia_runtime", "mtia_ccp_events", "mtia_insight",
+    "mtia_counters", "cuda_sync", "cuda_event", "glow_runtime", "cuda_profiler_range", "hpu_op",
+    "xpu_runtime", "xpu_driver", "mlu_runtime", "mlu_user_annotation", "collective_comm",
+    "privateuse1_runtime", "privateuse1_driver", "ac2g", "async_cpu_to_gpu", "fwdbwd", "async",
+    "Trace", "Kernel", "Memcpy", "Memset", "Runtime", "Operator", "Python", "gpu_user_Annotation",
+]  # fmt: skip
+
+
+class KnownEvent(TypedEvent, gc=False):
+    """`TypedEvent` with a known phase and category (shared string objects)."""
+
+    ph: Phase | None = None
+    cat: Category | None = None
+
+
+# Tried in this order (load.py); each rejects what the next accepts.
+DECODERS: tuple[msgspec.json.Decoder[Any], ...] = (
+    msgspec.json.Decoder(list[KnownEvent]),
+    msgspec.json.Decoder(list[TypedEvent]),
+    msgspec.json.Decoder(list[TraceEvent]),
+)
