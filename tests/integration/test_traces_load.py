@@ -92,21 +92,28 @@ class _Counting:
         return result
 
 
-@pytest.mark.parametrize("name", ["df_index_resolver.json.gz", "mtia_rank_0.json.gz"])
+@pytest.mark.parametrize(
+    ("name", "level"),
+    [
+        ("df_index_resolver.json.gz", 0),  # integer µs times: the known-int schema
+        ("mtia_rank_0.json.gz", 1),  # float µs times: the known schema
+    ],
+)
 def test_typed_structs_decode_nearly_every_slice(
-    shared: Path, name: str, monkeypatch: pytest.MonkeyPatch
+    shared: Path, name: str, level: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the one-pass column path needs the typed structs (known phases and categories first); a
+    # the one-pass column paths need the typed structs (known phases and categories first); a
     # schema change that makes real slices fall back to the permissive ones would keep the
     # results and lose the speed
     (path,) = [p for p in _files(shared) if p.name == name]
-    known, typed, permissive = (_Counting(d) for d in load_module.DECODERS)
-    monkeypatch.setattr(load_module, "DECODERS", (known, typed, permissive))
+    counting = tuple(_Counting(d) for d in load_module.DECODERS)
+    monkeypatch.setattr(load_module, "DECODERS", counting)
     trace = load_trace(path)
     assert trace.raw_event_count > 100_000
-    assert known.decoded >= 50
-    assert typed.decoded == 0
-    assert permissive.decoded <= 2  # the trace's closing spans, with string pids
+    decoded = [c.decoded for c in counting]
+    assert decoded[level] >= 50, decoded
+    assert sum(decoded[:-1]) == decoded[level], decoded
+    assert decoded[-1] <= 2, decoded  # the trace's closing spans, with string pids
 
 
 def test_an_unknown_category_costs_one_attempt(
@@ -120,10 +127,12 @@ def test_an_unknown_category_costs_one_attempt(
     events = [event % ("new_runtime" if i % 50 == 0 else "kernel", i, i) for i in range(5000)]
     path = tmp_path / "new.json"
     path.write_text('{"traceEvents": [' + ", ".join(events) + "]}", encoding="utf-8")
-    known, typed, permissive = (_Counting(d) for d in load_module.DECODERS)
-    monkeypatch.setattr(load_module, "DECODERS", (known, typed, permissive))
+    counting = tuple(_Counting(d) for d in load_module.DECODERS)
+    monkeypatch.setattr(load_module, "DECODERS", counting)
     trace = load_trace(path, chunk_bytes=10_000)
     assert trace.categories == ["new_runtime", "kernel"]
     assert trace.events.correlation.tolist() == list(range(5000))
-    assert known.decoded == 0 and permissive.decoded == 0
-    assert typed.decoded >= 20
+    assert trace.events.ts_ns.tolist() == [i * 1000 for i in range(5000)]
+    known_int, known, typed, permissive = (c.decoded for c in counting)
+    assert known_int == known == permissive == 0
+    assert typed >= 20

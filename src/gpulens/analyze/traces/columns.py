@@ -23,9 +23,12 @@ import orjson
 from gpulens.analyze.traces.model import MISSING, PHASES, EventTable, FlowTable
 from gpulens.analyze.traces.schema import (
     ABSENT,
+    KNOWN_CATEGORIES,
+    KNOWN_PHASES,
     OCCUPANCY_ARG,
     Args,
     KnownEvent,
+    KnownIntEvent,
     TraceEvent,
     TypedArgs,
     TypedEvent,
@@ -47,15 +50,13 @@ _PHASE_CODE.update({"M": _META, **{p: _META + 1 + i for p, i in _FLOW_PHASES.ite
 _OTHER = PHASES.index("other")
 _ABSENT = ABSENT
 _EMPTY: dict[str, Any] = {}
-_NO_ARGS: dict[type, Any] = {TraceEvent: Args(), TypedEvent: TypedArgs(), KnownEvent: TypedArgs()}
+_EVENT_TYPES = (TraceEvent, TypedEvent, KnownEvent, KnownIntEvent)
+_NO_ARGS: dict[type, Any] = {event: TypedArgs() for event in _EVENT_TYPES}
+_NO_ARGS[TraceEvent] = Args()
 # Struct rows (schema.py): attribute getters; an absent field holds the default `dict.get` is
 # given for that key below.
 _GETTERS: dict[tuple[type, str], Callable[[Any], Any]] = {
-    **{
-        (event, k): attrgetter(k)
-        for event in (TraceEvent, TypedEvent, KnownEvent)
-        for k in TraceEvent.__struct_fields__
-    },
+    **{(event, k): attrgetter(k) for event in _EVENT_TYPES for k in TraceEvent.__struct_fields__},
     **{
         (args, key): attrgetter(attr)
         for args in (Args, TypedArgs)
@@ -69,7 +70,14 @@ _GETTERS: dict[tuple[type, str], Callable[[Any], Any]] = {
     },
 }
 # Rows whose values have the declared types: a number field becomes a column in one pass.
-_TYPED_ROWS = (TypedEvent, KnownEvent, TypedArgs)
+_TYPED_ROWS = (TypedEvent, KnownEvent, KnownIntEvent, TypedArgs)
+# Rows whose `ph` and `cat` are among the known shared strings: coded in one pass each.
+_KNOWN_ROWS = (KnownEvent, KnownIntEvent)
+_KNOWN_PHASE_CODE: dict[Any, int] = {p: _PHASE_CODE.get(p, _OTHER) for p in (*KNOWN_PHASES, None)}
+_KNOWN_CATEGORY_INDEX: dict[Any, int] = {c: i for i, c in enumerate((*KNOWN_CATEGORIES, None))}
+_KNOWN_CATEGORY_NAMES: list[str | None] = [*KNOWN_CATEGORIES, None]
+_NS_PER_US = 1000
+_MAX_INT_US = (1 << 63) // _NS_PER_US  # larger integer µs overflow int64 ns
 _ARGS_TYPES = (Args, TypedArgs)
 Reparse = Callable[[], list[Any]]
 Text = bytes | memoryview  # JSON text, or a view of it
@@ -151,6 +159,19 @@ def _float_column(rows: list[Any], key: str) -> Array:
     return _floats(_field(rows, key, np.nan))
 
 
+def _int_times(rows: list[Any], key: str) -> Array | None:
+    """Exact ns of a time field that is an integer (µs) in every row, else None."""
+    if not rows or type(rows[0]) is not KnownIntEvent:
+        return None
+    try:
+        us = np.fromiter(map(_GETTERS[KnownIntEvent, key], rows), np.int64, len(rows))
+    except (TypeError, OverflowError):  # an absent value, or one beyond int64
+        return None
+    if len(us) and int(np.abs(us).max()) >= _MAX_INT_US:
+        return None
+    return us * _NS_PER_US
+
+
 def _field(rows: list[Any], key: str, default: Any = None) -> list[Any]:
     """`key` of every row: dicts (orjson) or structs of one type (msgspec, schema.py)."""
     if rows:
@@ -198,14 +219,21 @@ class ColumnBuilder:
         flow = ~timed
         timed_rows = list(compress(rows, timed.tolist()))
         flow_rows = list(compress(rows, flow.tolist())) if flow.any() else []
-        cat = self._intern(_field(rows, "cat"), self.categories)
+        if rows and type(rows[0]) in _KNOWN_ROWS:
+            cat = self._known_categories(rows)
+        else:
+            cat = self._intern(_field(rows, "cat"), self.categories)
         dur = _field(timed_rows, "dur")
         has_dur = np.fromiter(map(is_not, dur, repeat(None)), np.bool_, count=len(dur))
-        ts_ns = _times(_field(rows, "ts", _ABSENT), "ts", None)
+        ts_ns = _int_times(rows, "ts")
+        if ts_ns is None:
+            ts_ns = _times(_field(rows, "ts", _ABSENT), "ts", None)
         if ts_ns is None:  # the text holds every event's `ts`, metadata rows' too
             every = _times(_field(events, "ts", _ABSENT), "ts", text)
             ts_ns = every if every is None or kept is None else every[kept]
-        dur_ns = _times(dur, "dur", text, has_dur)
+        dur_ns = _int_times(timed_rows, "dur") if has_dur.all() else None
+        if dur_ns is None:
+            dur_ns = _times(dur, "dur", text, has_dur)
         del dur
         if ts_ns is None or dur_ns is None:
             again = reparse() if reparse else _reparse(text)
@@ -251,6 +279,9 @@ class ColumnBuilder:
 
     def _phases(self, events: list[Any]) -> Array:
         """Code per event: index into PHASES, `_META` for "M", above it the flow phases."""
+        if events and type(events[0]) in _KNOWN_ROWS:
+            shared = map(_GETTERS[type(events[0]), "ph"], events)
+            return np.fromiter(map(_KNOWN_PHASE_CODE.__getitem__, shared), np.int32, len(events))
         try:
             ph = _field(events, "ph")
         except TypeError:
@@ -300,6 +331,17 @@ class ColumnBuilder:
                     code = table[key] = len(table)
                 lookup[v] = code
         return np.fromiter(map(lookup.__getitem__, values), np.int32, count=len(values))
+
+    def _known_categories(self, rows: list[Any]) -> Array:
+        """Category codes of rows whose `cat` is a known string (or None), in one pass."""
+        cat = map(_GETTERS[type(rows[0]), "cat"], rows)
+        known = np.fromiter(map(_KNOWN_CATEGORY_INDEX.__getitem__, cat), np.int32, len(rows))
+        seen, first = np.unique(known, return_index=True)
+        in_order = seen[np.argsort(first)].tolist()  # first-seen order, as `_intern` keeps
+        codes = np.full(len(_KNOWN_CATEGORY_NAMES), -1, dtype=np.int32)
+        labels = [_KNOWN_CATEGORY_NAMES[i] for i in in_order]
+        codes[in_order] = self._intern(labels, self.categories)
+        return codes[known]
 
     def _metadata(self, rows: list[Any]) -> None:
         """Process and thread names from `ph: "M"` events (later ones win, as in viewers)."""

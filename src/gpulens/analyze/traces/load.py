@@ -170,9 +170,10 @@ class _Text:
 class _SliceDecoder:
     """Decodes slices with the fastest schema that fits (schema.py), msgspec first.
 
-    A slice that a schema rejects is tried with the next; a trace whose categories are not all
-    known (a newer Kineto) stops trying the first schema once the second has fitted, so it costs
-    one wasted attempt, not one per slice.
+    A slice that a schema rejects is tried with the next; once a later schema (not the last,
+    most permissive one) has fitted, the earlier ones are not tried again for that trace, so a
+    trace with float times or a category newer than the known ones costs one wasted attempt, not
+    one per slice.
     """
 
     def __init__(self, use_structs: bool = True) -> None:
@@ -187,8 +188,8 @@ class _SliceDecoder:
                 continue
             except msgspec.DecodeError:  # not JSON: orjson decides (and says where)
                 break
-            if i == 1 and self.first == 0:
-                self.first = 1
+            if i < len(DECODERS) - 1:
+                self.first = i
             return events
         return cast(list[Any], orjson.loads(piece))
 

@@ -2,11 +2,13 @@
 
 A slice of `traceEvents` (a JSON array of event objects) is decoded into structs: only the fields
 declared here become Python objects; every other field (and every other key of `args`) is skipped
-in C. Three schemas, from the fastest to the most permissive (load.py tries them in turn):
+in C. Four schemas, from the fastest to the most permissive (load.py tries them in turn):
 
+* `KnownIntEvent`: `KnownEvent` with integer times (older Kineto's absolute µs), which become
+  exact ns columns in one pass.
 * `KnownEvent`: `TypedEvent` whose `ph` is a Chrome trace phase and whose `cat` is one of the
-  categories Kineto writes (`CATEGORIES`); these decode to shared string objects, so they cost no
-  allocation and are interned by identity.
+  categories Kineto writes (`KNOWN_CATEGORIES`); these decode to shared string objects, so they
+  cost no allocation and are interned by identity.
 * `TypedEvent`: each field has the type Kineto writes (ints for ids, strings for names, ...), so
   the column builder turns a field into a numpy column in one pass, without looking at each
   value's type. Nearly every slice of a real trace fits (its last events — the `Trace` spans,
@@ -22,7 +24,7 @@ an object) raises `msgspec.ValidationError`, and load.py parses that slice with 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -31,9 +33,12 @@ from gpulens.analyze.traces.model import MISSING
 __all__ = [
     "ABSENT",
     "DECODERS",
+    "KNOWN_CATEGORIES",
+    "KNOWN_PHASES",
     "OCCUPANCY_ARG",
     "Args",
     "KnownEvent",
+    "KnownIntEvent",
     "TraceEvent",
     "TypedArgs",
     "TypedEvent",
@@ -116,8 +121,19 @@ class KnownEvent(TypedEvent, gc=False):
     cat: Category | None = None
 
 
+class KnownIntEvent(KnownEvent, gc=False):
+    """`KnownEvent` whose times are integers (µs), as older Kineto writes them: exact as read."""
+
+    ts: int | msgspec.UnsetType = ABSENT
+    dur: int | None = None
+
+
+KNOWN_PHASES: tuple[str, ...] = get_args(Phase)
+KNOWN_CATEGORIES: tuple[str, ...] = get_args(Category)
+
 # Tried in this order (load.py); each rejects what the next accepts.
 DECODERS: tuple[msgspec.json.Decoder[Any], ...] = (
+    msgspec.json.Decoder(list[KnownIntEvent]),
     msgspec.json.Decoder(list[KnownEvent]),
     msgspec.json.Decoder(list[TypedEvent]),
     msgspec.json.Decoder(list[TraceEvent]),
