@@ -18,7 +18,6 @@ from operator import attrgetter, eq, is_, is_not
 from typing import Any
 
 import numpy as np
-import orjson
 
 from gpulens.analyze.traces.model import MISSING, PHASES, EventTable, FlowTable
 from gpulens.analyze.traces.schema import (
@@ -459,5 +458,7 @@ def _times(
 
 
 def _reparse(text: Text) -> list[Any]:
+    import orjson  # the rare path: not imported for the common one
+
     parsed = orjson.loads(b"[" + rewrite_times(bytes(text)) + b"]")
     return parsed if isinstance(parsed, list) else []

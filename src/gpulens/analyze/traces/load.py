@@ -28,21 +28,24 @@ How it reads (see docs/traces.md):
 from __future__ import annotations
 
 import gc
+import os
 import re
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import msgspec
-import orjson
 
 from gpulens.analyze.traces.columns import ColumnBuilder, as_int
 from gpulens.analyze.traces.model import Trace
 from gpulens.analyze.traces.schema import DECODERS
 from gpulens.analyze.traces.times import decimal_to_ns, rewrite_times
 from gpulens.errors import TraceFormatError
+
+# orjson (the whole-file parse, the fallback for slices msgspec rejects) and pathlib are not
+# imported for the common path: each costs a few ms of every `gpulens trace` start-up.
+Pathish = str | os.PathLike[str]
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "decimal_to_ns", "load_trace", "rank_from_name"]
 
@@ -79,14 +82,14 @@ class _NotStreamable(Exception):
 # -- reading ---------------------------------------------------------------------------------
 
 
-def _open(path: Path) -> BinaryIO:
+def _open(path: str) -> BinaryIO:
     try:
-        return path.open("rb")
+        return open(path, "rb")  # noqa: PTH123 - pathlib costs ~5 ms of start-up (see above)
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read the trace file ({exc.strerror})") from exc
 
 
-def _blocks(path: Path, block_bytes: int) -> Iterator[bytes]:
+def _blocks(path: str, block_bytes: int) -> Iterator[bytes]:
     """The file's (decompressed) bytes, in blocks of at most about `block_bytes`."""
     with _open(path) as f:
         head = f.read(2)
@@ -99,7 +102,7 @@ def _blocks(path: Path, block_bytes: int) -> Iterator[bytes]:
         yield from _gunzip(f, head, path, block_bytes)
 
 
-def _gunzip(f: BinaryIO, head: bytes, path: Path, block_bytes: int) -> Iterator[bytes]:
+def _gunzip(f: BinaryIO, head: bytes, path: str, block_bytes: int) -> Iterator[bytes]:
     member = _inflate.decompressobj(31)
     data = head
     while True:
@@ -126,7 +129,7 @@ def _gunzip(f: BinaryIO, head: bytes, path: Path, block_bytes: int) -> Iterator[
                 )
 
 
-def _read_all(path: Path) -> bytes:
+def _read_all(path: str) -> bytes:
     data = b"".join(_blocks(path, 1 << 24))
     if not data.strip():
         raise TraceFormatError(f"{path}: empty file, expected a PyTorch profiler JSON trace")
@@ -179,8 +182,8 @@ class _SliceDecoder:
     def __init__(self, use_structs: bool = True) -> None:
         self.first = 0 if use_structs else len(DECODERS)
 
-    def decode(self, piece: memoryview) -> list[Any]:
-        """The slice's events: structs, else orjson dicts (may raise orjson's error)."""
+    def decode(self, piece: memoryview) -> list[Any] | None:
+        """The slice's events: structs, else orjson dicts; None if the text is not JSON."""
         for i in range(self.first, len(DECODERS)):
             try:
                 events: list[Any] = DECODERS[i].decode(piece)
@@ -191,7 +194,12 @@ class _SliceDecoder:
             if i < len(DECODERS) - 1:
                 self.first = i
             return events
-        return cast(list[Any], orjson.loads(piece))
+        import orjson
+
+        try:
+            return cast(list[Any], orjson.loads(piece))
+        except orjson.JSONDecodeError:
+            return None
 
 
 def _parse_slice(buf: bytearray, start: int, end: int, decoder: _SliceDecoder) -> list[Any] | None:
@@ -205,8 +213,6 @@ def _parse_slice(buf: bytearray, start: int, end: int, decoder: _SliceDecoder) -
     try:
         with memoryview(buf) as view, view[start - 1 : end + 1] as piece:
             parsed = decoder.decode(piece)
-    except orjson.JSONDecodeError:
-        return None
     finally:
         buf[start - 1], buf[end] = before, after
     return parsed if isinstance(parsed, list) else None
@@ -256,7 +262,7 @@ def _stream_events(text: _Text, pos: int, builder: ColumnBuilder, chunk_bytes: i
         pos = after - 1
 
 
-def _parse_stream(path: Path, builder: ColumnBuilder, chunk_bytes: int) -> dict[str, Any] | None:
+def _parse_stream(path: str, builder: ColumnBuilder, chunk_bytes: int) -> dict[str, Any] | None:
     """Metadata (None for a bare array) after streaming every event into `builder`."""
     text = _Text(_blocks(path, max(chunk_bytes, 1 << 16)))
     first = text.skip_ws(0)
@@ -276,8 +282,8 @@ def _parse_stream(path: Path, builder: ColumnBuilder, chunk_bytes: int) -> dict[
     head = bytes(text.buf[: m.start()])
     end = _stream_events(text, m.end(), builder, chunk_bytes)
     try:
-        doc = orjson.loads(head + b'"traceEvents": []' + text.rest(end))
-    except orjson.JSONDecodeError as exc:
+        doc = msgspec.json.decode(head + b'"traceEvents": []' + text.rest(end))
+    except msgspec.DecodeError as exc:
         raise _NotStreamable("metadata is not valid JSON") from exc
     if not isinstance(doc, dict):
         raise _NotStreamable("root is not an object")
@@ -289,13 +295,17 @@ def _parse_stream(path: Path, builder: ColumnBuilder, chunk_bytes: int) -> dict[
 
 
 def _exact_events(raw: bytes) -> list[Any]:
+    import orjson
+
     doc = orjson.loads(rewrite_times(raw))
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     return events if isinstance(events, list) else []
 
 
-def _parse_whole(raw: bytes, builder: ColumnBuilder, path: Path) -> dict[str, Any] | None:
+def _parse_whole(raw: bytes, builder: ColumnBuilder, path: str) -> dict[str, Any] | None:
     """Parse the whole document at once; the source of precise format errors."""
+    import orjson
+
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -324,9 +334,9 @@ def _parse_whole(raw: bytes, builder: ColumnBuilder, path: Path) -> dict[str, An
 # -- rank and entry point --------------------------------------------------------------------
 
 
-def rank_from_name(path: str | Path) -> int | None:
+def rank_from_name(path: Pathish) -> int | None:
     """Rank in a file name: `rank_3`, `rank-3`, `rank3`, `trainer_r3`, `r3of8` → 3."""
-    name = Path(path).name
+    name = os.path.basename(os.fspath(path))  # noqa: PTH119 - as `_open`
     for pattern in _RANK_PATTERNS:
         m = pattern.search(name)
         if m:
@@ -334,7 +344,7 @@ def rank_from_name(path: str | Path) -> int | None:
     return None
 
 
-def _rank(metadata: dict[str, Any] | None, path: Path, rank: int | None) -> tuple[int | None, str]:
+def _rank(metadata: dict[str, Any] | None, path: str, rank: int | None) -> tuple[int | None, str]:
     info = metadata.get("distributedInfo") if metadata else None
     if isinstance(info, dict):
         value = as_int(info.get("rank"))
@@ -360,7 +370,7 @@ def _gc_paused() -> Iterator[None]:
 
 
 def load_trace(
-    path: str | Path,
+    path: Pathish,
     rank: int | None = None,
     *,
     chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
@@ -372,9 +382,9 @@ def load_trace(
     once (same result, memory ≈ 10× the JSON). Raises `TraceFormatError` naming the file and the
     problem.
     """
-    p = Path(path)
+    p = os.fspath(path)
     with _gc_paused():
-        builder = ColumnBuilder(str(p))
+        builder = ColumnBuilder(p)
         metadata: dict[str, Any] | None
         if chunk_bytes is None:
             metadata = _parse_whole(_read_all(p), builder, p)
@@ -382,13 +392,13 @@ def load_trace(
             try:
                 metadata = _parse_stream(p, builder, max(1, chunk_bytes))
             except _NotStreamable:
-                builder = ColumnBuilder(str(p))
+                builder = ColumnBuilder(p)
                 metadata = _parse_whole(_read_all(p), builder, p)
         events, flows = builder.tables()
     meta = metadata or {}
     resolved, source = _rank(meta, p, rank)
     return Trace(
-        path=str(p),
+        path=p,
         rank=resolved,
         rank_source=source,
         events=events,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -25,25 +26,40 @@ EXACT_FLOAT_LIMIT_US = float(2**42)  # below this, rint(float_us * 1000) is the 
 
 _END_OF_NUMBER = rb"(?=\s*[,}\]])"
 _NUMBER = rb"(-?\d[\d.eE+-]*)"
-_KEY_NUMBER = {key: re.compile(rb'"' + key + rb'"\s*:\s*' + _NUMBER) for key in (b"ts", b"dur")}
-# Text rewrites of µs numbers to integer ns, most common forms first and without a Python call
-# per number: "12" → "12000", "12.345" → "12345", "0.047" → "47"; anything else (more than 3
-# decimals, fewer than 3, exponents) goes through `decimal_to_ns` in the last pass. A `"ts"`
-# inside a JSON string is written `\"ts\"` and cannot match.
-_TIME_REWRITES = tuple(
-    (re.compile(key + rb"(\s*:\s*)" + number + _END_OF_NUMBER), template)
-    for key in (rb'"ts"', rb'"dur"')
-    for number, template in (
-        (rb"(-?[1-9]\d*)", rb"\g<0>000"),
-        (rb"(-?[1-9]\d*)\.(\d{3})", key + rb"\1\2\3"),
-        (rb"(-?)0\.(?:00(\d)|0(\d\d)|(\d{3}))", key + rb"\1\2\3\4\5"),
+
+
+# The patterns are compiled on first use: most traces never need them, and compiling them all
+# cost ~1.5 ms of every start-up.
+@cache
+def _key_number(key: bytes) -> re.Pattern[bytes]:
+    return re.compile(rb'"' + key + rb'"\s*:\s*' + _NUMBER)
+
+
+@cache
+def _time_rewrites() -> tuple[tuple[re.Pattern[bytes], bytes], ...]:
+    """Text rewrites of µs numbers to integer ns, most common forms first and without a Python
+    call per number: "12" → "12000", "12.345" → "12345", "0.047" → "47"; anything else (more
+    than 3 decimals, fewer than 3, exponents) goes through `decimal_to_ns` in `_time_other`'s
+    pass. A `"ts"` inside a JSON string is written `\\"ts\\"` and cannot match."""
+    return tuple(
+        (re.compile(key + rb"(\s*:\s*)" + number + _END_OF_NUMBER), template)
+        for key in (rb'"ts"', rb'"dur"')
+        for number, template in (
+            (rb"(-?[1-9]\d*)", rb"\g<0>000"),
+            (rb"(-?[1-9]\d*)\.(\d{3})", key + rb"\1\2\3"),
+            (rb"(-?)0\.(?:00(\d)|0(\d\d)|(\d{3}))", key + rb"\1\2\3\4\5"),
+        )
     )
-)
-_TIME_OTHER = tuple(
-    re.compile(key + rb"(\s*:\s*)(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)" + _END_OF_NUMBER)
-    for key in (rb'"ts"', rb'"dur"')
-)
-_HAS_FRACTION = re.compile(rb"[.eE]")
+
+
+@cache
+def _time_other() -> tuple[re.Pattern[bytes], ...]:
+    return tuple(
+        re.compile(key + rb"(\s*:\s*)(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)" + _END_OF_NUMBER)
+        for key in (rb'"ts"', rb'"dur"')
+    )
+
+
 _ZERO, _NINE, _DOT, _MINUS = ord("0"), ord("9"), ord("."), ord("-")
 
 
@@ -104,7 +120,7 @@ def ints_as_ns(values: list[Any]) -> Ints | None:
 
 def numbers_in_text(text: bytes | memoryview, key: str) -> list[bytes]:
     """The number texts written after `"key":` in `text`, in document order."""
-    return _KEY_NUMBER[key.encode()].findall(text)
+    return _key_number(key.encode()).findall(text)
 
 
 def texts_to_ns(texts: list[bytes]) -> Ints:
@@ -143,15 +159,15 @@ def texts_to_ns(texts: list[bytes]) -> Ints:
 
 def rewrite_times(chunk: bytes) -> bytes:
     """`"ts": 1712195495519689.047` → `"ts": 1712195495519689047` (integer ns) in JSON text."""
-    for pattern, template in _TIME_REWRITES:
+    for pattern, template in _time_rewrites():
         chunk = pattern.sub(template, chunk)
 
     def other(m: re.Match[bytes]) -> bytes:
         number = m.group(2)
-        if not _HAS_FRACTION.search(number):  # already rewritten above
+        if b"." not in number and b"e" not in number and b"E" not in number:  # done above
             return m.group(0)
         return m.group(0)[: m.start(2) - m.start(0)] + str(decimal_to_ns(number)).encode()
 
-    for pattern in _TIME_OTHER:
+    for pattern in _time_other():
         chunk = pattern.sub(other, chunk)
     return chunk
