@@ -108,6 +108,7 @@ def test_typed_structs_decode_nearly_every_slice(
     (path,) = [p for p in _files(shared) if p.name == name]
     counting = tuple(_Counting(d) for d in load_module.DECODERS)
     monkeypatch.setattr(load_module, "DECODERS", counting)
+    monkeypatch.setattr(load_module, "_USE_SCANNER", False)
     trace = load_trace(path)
     assert trace.raw_event_count > 100_000
     decoded = [c.decoded for c in counting]
@@ -129,6 +130,7 @@ def test_an_unknown_category_costs_one_attempt(
     path.write_text('{"traceEvents": [' + ", ".join(events) + "]}", encoding="utf-8")
     counting = tuple(_Counting(d) for d in load_module.DECODERS)
     monkeypatch.setattr(load_module, "DECODERS", counting)
+    monkeypatch.setattr(load_module, "_USE_SCANNER", False)
     trace = load_trace(path, chunk_bytes=10_000)
     assert trace.categories == ["new_runtime", "kernel"]
     assert trace.events.correlation.tolist() == list(range(5000))

@@ -79,6 +79,8 @@ _NS_PER_US = 1000
 _MAX_INT_US = (1 << 63) // _NS_PER_US  # larger integer µs overflow int64 ns
 _ARGS_TYPES = (Args, TypedArgs)
 Reparse = Callable[[], list[Any]]
+# The C scanner's result for a slice (`_scan.c`): (count, strings, column bytes...).
+Scanned = tuple[Any, ...]
 Text = bytes | memoryview  # JSON text, or a view of it
 _get = dict.get
 
@@ -141,6 +143,18 @@ def _floats(values: list[Any]) -> Array:
     return np.fromiter(map(_as_float, values), dtype=np.float64, count=len(values))
 
 
+def _table_codes(
+    strings: list[str], local: Array, table: dict[str, int], intern: Callable[..., Array]
+) -> Array:
+    """Codes into `table` of scanned string indices (-1: absent), interned in first-seen order."""
+    seen, first = np.unique(local, return_index=True)
+    in_order = seen[np.argsort(first, kind="stable")].tolist()
+    codes = np.full(len(strings) + 1, -1, dtype=np.int32)  # the last entry serves index -1
+    values = [strings[i] if i >= 0 else None for i in in_order]
+    codes[in_order] = intern(values, table)
+    return codes[local]
+
+
 def _int_column(rows: list[Any], key: str) -> Array:
     """int64 column of `key` (absent: MISSING)."""
     if rows and type(rows[0]) in _TYPED_ROWS:
@@ -195,13 +209,18 @@ class ColumnBuilder:
 
     # -- one chunk ---------------------------------------------------------------------------
 
-    def add(self, events: list[Any], text: Text, reparse: Reparse | None = None) -> None:
+    def add(self, events: list[Any] | Scanned, text: Text, reparse: Reparse | None = None) -> None:
         """Add one parsed slice of `traceEvents`.
 
-        `text` is the JSON the slice was parsed from (its time numbers are read again when floats
-        are too coarse); `reparse` parses it again with times rewritten to integer ns (default:
-        `text` is the slice's elements without the brackets).
+        `events`: the C scanner's columns (`Scanned`), or parsed events. `text` is the JSON the
+        slice was parsed from (its time numbers are read again when floats are too coarse);
+        `reparse` parses it again with times rewritten to integer ns (default: `text` is the
+        slice's elements without the brackets).
         """
+        if type(events) is tuple:
+            self._add_scanned(events)
+            return
+        assert isinstance(events, list)
         base = self.count
         n = len(events)
         codes = self._phases(events)
@@ -275,6 +294,71 @@ class ColumnBuilder:
             }
         )
         self.count += n
+
+    def _add_scanned(self, scanned: Scanned) -> None:
+        """Add a slice the C scanner read (`_scan.c`): the same columns as `add` gives."""
+        n, strings = scanned[0], scanned[1]
+        ph, cat, name, arg_name = (np.frombuffer(b, np.int32) for b in scanned[2:6])
+        ts, dur, pid, tid, flow_id, stream, correlation, external = (
+            np.frombuffer(b, np.int64) for b in scanned[6:14]
+        )
+        occupancy = np.frombuffer(scanned[14], np.float64)
+        has_dur = np.frombuffer(scanned[16], np.bool_)
+        base = self.count
+        # index -1 (absent) reads the last entry of each per-string table
+        string_phase = [_PHASE_CODE.get(text, _OTHER) for text in strings]
+        codes = np.asarray([*string_phase, _OTHER], dtype=np.int32)[ph]
+        meta = np.flatnonzero(codes == _META)
+        if len(meta):
+            self._scanned_metadata(strings, name[meta], arg_name[meta], pid[meta], tid[meta])
+        kept = np.flatnonzero(codes != _META)
+        cat_code = _table_codes(strings, cat[kept], self.categories, self._intern)
+        timed = kept[codes[kept] < _META]
+        flow = kept[codes[kept] > _META]
+        is_timed = codes[kept] < _META
+        self._events.append(
+            {
+                "index": timed + base,
+                "ts_ns": ts[timed],
+                "dur_ns": dur[timed],
+                "has_dur": has_dur[timed],
+                "phase": codes[timed],
+                "category": cat_code[is_timed],
+                "name": _table_codes(strings, name[timed], self.names, self._intern),
+                "pid": pid[timed],
+                "tid": tid[timed],
+                "stream": stream[timed],
+                "correlation": correlation[timed],
+                "external_id": external[timed],
+                "occupancy": occupancy[timed],
+            }
+        )
+        self._flows.append(
+            {
+                "index": flow + base,
+                "ts_ns": ts[flow],
+                "phase": codes[flow] - (_META + 1),
+                "category": cat_code[~is_timed],
+                "flow_id": flow_id[flow],
+                "pid": pid[flow],
+                "tid": tid[flow],
+            }
+        )
+        self.count += n
+
+    def _scanned_metadata(
+        self, strings: list[str], kinds: Array, labels: Array, pids: Array, tids: Array
+    ) -> None:
+        """`_metadata` for scanned rows: string names only (-1: absent), later ones win."""
+        for kind in ("process_name", "thread_name"):
+            wanted = [i for i, text in enumerate(strings) if text == kind]
+            rows = np.flatnonzero(np.isin(kinds, wanted) & (labels >= 0))
+            named = [strings[i] for i in labels[rows].tolist()]
+            if kind == "process_name":
+                self.process_names.update(zip(pids[rows].tolist(), named, strict=True))
+            else:
+                keys = zip(pids[rows].tolist(), tids[rows].tolist(), strict=True)
+                self.thread_names.update(zip(keys, named, strict=True))
 
     def _phases(self, events: list[Any]) -> Array:
         """Code per event: index into PHASES, `_META` for "M", above it the flow phases."""

@@ -31,13 +31,13 @@ import gc
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO, cast
 
 import msgspec
 
-from gpulens.analyze.traces.columns import ColumnBuilder, as_int
+from gpulens.analyze.traces.columns import ColumnBuilder, Scanned, as_int
 from gpulens.analyze.traces.model import Trace
 from gpulens.analyze.traces.schema import DECODERS
 from gpulens.analyze.traces.times import decimal_to_ns, rewrite_times
@@ -47,7 +47,16 @@ from gpulens.errors import TraceFormatError
 # imported for the common path: each costs a few ms of every `gpulens trace` start-up.
 Pathish = str | os.PathLike[str]
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "decimal_to_ns", "load_trace", "rank_from_name"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "SCANNER", "decimal_to_ns", "load_trace", "rank_from_name"]
+
+_scan_slice: Callable[[Any, int, int], tuple[Any, ...] | None] | None = None
+try:  # the C scanner (setup.py); a build without a compiler decodes every slice in Python
+    from gpulens.analyze.traces import _scan
+
+    _scan_slice = _scan.scan
+except ImportError:  # pragma: no cover - an install without the compiled scanner
+    pass
+SCANNER = _scan_slice is not None  # whether the C scanner is built
 
 _inflate: Any = zlib
 _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
@@ -63,6 +72,7 @@ DEFAULT_CHUNK_BYTES = 1 << 19
 _READ_BYTES = 1 << 18  # compressed bytes read at a time
 _GZIP_MAGIC = b"\x1f\x8b"
 _USE_STRUCTS = True  # stream slices through msgspec structs (False: orjson dicts, for tests)
+_USE_SCANNER = True  # and through the C scanner first, where it is built (False: for tests)
 _WHITESPACE = b" \t\r\n"
 
 # `}` closing an element of the array, then `, {` (next element) or `]` (the array's end)
@@ -179,11 +189,17 @@ class _SliceDecoder:
     one per slice.
     """
 
-    def __init__(self, use_structs: bool = True) -> None:
+    def __init__(self, use_structs: bool = True, use_scanner: bool = True) -> None:
         self.first = 0 if use_structs else len(DECODERS)
+        self.scan = _scan_slice if use_structs and use_scanner else None
 
-    def decode(self, piece: memoryview) -> list[Any] | None:
-        """The slice's events: structs, else orjson dicts; None if the text is not JSON."""
+    def decode(self, piece: memoryview) -> list[Any] | Scanned | None:
+        """The slice's events: the C scanner's columns, else structs, else orjson dicts; None if
+        the text is not JSON. `piece` is the slice with its brackets."""
+        if self.scan is not None:
+            scanned = self.scan(piece, 1, len(piece) - 1)
+            if scanned is not None:
+                return scanned
         for i in range(self.first, len(DECODERS)):
             try:
                 events: list[Any] = DECODERS[i].decode(piece)
@@ -202,7 +218,9 @@ class _SliceDecoder:
             return None
 
 
-def _parse_slice(buf: bytearray, start: int, end: int, decoder: _SliceDecoder) -> list[Any] | None:
+def _parse_slice(
+    buf: bytearray, start: int, end: int, decoder: _SliceDecoder
+) -> list[Any] | Scanned | None:
     """`buf[start:end]` (elements of the array) parsed as a list, without copying the text.
 
     None if the text is not a JSON array. The bytes just before and after the slice (already
@@ -215,12 +233,12 @@ def _parse_slice(buf: bytearray, start: int, end: int, decoder: _SliceDecoder) -
             parsed = decoder.decode(piece)
     finally:
         buf[start - 1], buf[end] = before, after
-    return parsed if isinstance(parsed, list) else None
+    return parsed if isinstance(parsed, list | tuple) else None
 
 
 def _cut(
     text: _Text, pos: int, chunk_bytes: int, decoder: _SliceDecoder
-) -> tuple[list[Any], int, int] | None:
+) -> tuple[list[Any] | Scanned, int, int] | None:
     """The first slice from `pos` that ends at an element boundary and parses, if any.
 
     Slices end at least `chunk_bytes` after `pos`; at the end of the file, at the array's end.
@@ -242,7 +260,7 @@ def _cut(
 
 def _stream_events(text: _Text, pos: int, builder: ColumnBuilder, chunk_bytes: int) -> int:
     """Feed the array whose first element is at `pos` (> 0); returns the position after `]`."""
-    decoder = _SliceDecoder(_USE_STRUCTS)
+    decoder = _SliceDecoder(_USE_STRUCTS, _USE_SCANNER)
     pos = text.skip_ws(pos)
     if text.buf[pos : pos + 1] == b"]":
         return pos + 1

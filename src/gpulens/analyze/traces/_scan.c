@@ -1,0 +1,817 @@
+/* A scanner for one slice of a Kineto trace's `traceEvents`: JSON text in, columns out.
+ *
+ * `scan(text, start, end)` reads the elements `text[start:end]` (`{...}, {...}` without the
+ * array's brackets) and returns, for each event in order, the fields the analyses read:
+ * `ph`, `cat`, `name` and `args.name` as indices into a list of the slice's distinct strings
+ * (-1: absent), `ts` and `dur` as exact integer nanoseconds (read from the decimal µs text, with
+ * a flag saying whether the field was present), `pid`, `tid`, `id` and `args` `stream`,
+ * `correlation`, `External id` as int64 (-1: absent) and `args` "est. achieved occupancy %" as
+ * a double (NaN: absent). Other fields are skipped (their JSON is still checked).
+ *
+ * It returns None, and the caller decodes the slice in Python, for anything it does not handle
+ * exactly as the Python path would: a value of another type than the usual one (a string pid, a
+ * float id, null), a time with more than 3 decimals or an exponent, an integer beyond int64, a
+ * key written with escapes, or text that is not strict JSON. It never decides that text is
+ * invalid: the Python path does, with its error message.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MISSING (-1)
+
+typedef struct {
+    char *data;
+    Py_ssize_t used;     /* bytes */
+    Py_ssize_t capacity; /* bytes */
+} Column;
+
+enum {
+    C_PH, C_CAT, C_NAME, C_ARG_NAME, /* int32 string indices */
+    C_TS, C_DUR, C_PID, C_TID, C_ID, C_STREAM, C_CORRELATION, C_EXTERNAL, /* int64 */
+    C_OCCUPANCY, /* double */
+    C_HAS_TS, C_HAS_DUR, /* uint8 */
+    N_COLUMNS
+};
+
+static const int column_size[N_COLUMNS] = {4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8, 1, 1};
+
+typedef struct {
+    const char *text;
+    Py_ssize_t pos;
+    Py_ssize_t end;
+    Column columns[N_COLUMNS];
+    /* distinct strings: open addressing over raw spans */
+    Py_ssize_t *slot_start;
+    Py_ssize_t *slot_len;
+    int32_t *slot_index;
+    Py_ssize_t slots; /* power of two */
+    Py_ssize_t distinct;
+    PyObject *strings; /* list of str, by index */
+    int failed;        /* 1: not handled here (return None); 2: Python error set */
+} Scanner;
+
+/* -- output columns ---------------------------------------------------------------------- */
+
+static int push(Scanner *s, int column, const void *value) {
+    Column *c = &s->columns[column];
+    int size = column_size[column];
+    if (c->used + size > c->capacity) {
+        Py_ssize_t capacity = c->capacity ? c->capacity * 2 : 4096;
+        char *grown = PyMem_Realloc(c->data, (size_t)capacity);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            s->failed = 2;
+            return -1;
+        }
+        c->data = grown;
+        c->capacity = capacity;
+    }
+    memcpy(c->data + c->used, value, (size_t)size);
+    c->used += size;
+    return 0;
+}
+
+/* -- lexing ------------------------------------------------------------------------------ */
+
+static inline void skip_ws(Scanner *s) {
+    while (s->pos < s->end) {
+        char ch = s->text[s->pos];
+        if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
+            s->pos++;
+        } else {
+            break;
+        }
+    }
+}
+
+static inline int fail(Scanner *s) {
+    if (!s->failed) {
+        s->failed = 1;
+    }
+    return -1;
+}
+
+/* A string at `pos` (at its opening quote): its raw span (without quotes) and whether it has
+ * escapes. Checks JSON string rules except UTF-8 (decoded later, only where read). */
+static int lex_string(Scanner *s, Py_ssize_t *start, Py_ssize_t *len, int *escaped) {
+    if (s->pos >= s->end || s->text[s->pos] != '"') {
+        return fail(s);
+    }
+    Py_ssize_t i = s->pos + 1;
+    *escaped = 0;
+    *start = i;
+    while (i < s->end) {
+        unsigned char ch = (unsigned char)s->text[i];
+        if (ch == '"') {
+            *len = i - *start;
+            s->pos = i + 1;
+            return 0;
+        }
+        if (ch == '\\') {
+            *escaped = 1;
+            if (i + 1 >= s->end) {
+                return fail(s);
+            }
+            char next = s->text[i + 1];
+            if (next == 'u') {
+                if (i + 6 > s->end) {
+                    return fail(s);
+                }
+                for (int k = 2; k < 6; k++) {
+                    char h = s->text[i + k];
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
+                          (h >= 'A' && h <= 'F'))) {
+                        return fail(s);
+                    }
+                }
+                i += 6;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", next) || next == '\0') {
+                return fail(s);
+            }
+            i += 2;
+            continue;
+        }
+        if (ch < 0x20) {
+            return fail(s);
+        }
+        i++;
+    }
+    return fail(s);
+}
+
+static int hex4(const char *p) {
+    int value = 0;
+    for (int k = 0; k < 4; k++) {
+        char h = p[k];
+        value <<= 4;
+        if (h >= '0' && h <= '9') {
+            value |= h - '0';
+        } else if (h >= 'a' && h <= 'f') {
+            value |= h - 'a' + 10;
+        } else {
+            value |= h - 'A' + 10;
+        }
+    }
+    return value;
+}
+
+/* The str of a raw string span (escapes resolved, UTF-8 checked); NULL and failed=1 if not. */
+static PyObject *decode_string(Scanner *s, Py_ssize_t start, Py_ssize_t len, int escaped) {
+    const char *raw = s->text + start;
+    if (!escaped) {
+        PyObject *out = PyUnicode_DecodeUTF8(raw, len, "strict");
+        if (out == NULL) {
+            PyErr_Clear();
+            fail(s);
+        }
+        return out;
+    }
+    /* resolve escapes into UTF-8 (at most as long as the raw text) */
+    char *buf = PyMem_Malloc((size_t)len + 1);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        s->failed = 2;
+        return NULL;
+    }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < len;) {
+        char ch = raw[i];
+        if (ch != '\\') {
+            buf[n++] = ch;
+            i++;
+            continue;
+        }
+        char e = raw[i + 1];
+        i += 2;
+        switch (e) {
+        case '"': buf[n++] = '"'; break;
+        case '\\': buf[n++] = '\\'; break;
+        case '/': buf[n++] = '/'; break;
+        case 'b': buf[n++] = '\b'; break;
+        case 'f': buf[n++] = '\f'; break;
+        case 'n': buf[n++] = '\n'; break;
+        case 'r': buf[n++] = '\r'; break;
+        case 't': buf[n++] = '\t'; break;
+        default: { /* 'u': a code point, or a surrogate pair */
+            long cp = hex4(raw + i);
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && i + 6 <= len && raw[i] == '\\' &&
+                raw[i + 1] == 'u') {
+                long low = hex4(raw + i + 2);
+                if (low >= 0xDC00 && low <= 0xDFFF) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                    i += 6;
+                }
+            }
+            if (cp >= 0xD800 && cp <= 0xDFFF) { /* a lone surrogate: Python decides */
+                PyMem_Free(buf);
+                fail(s);
+                return NULL;
+            }
+            if (cp < 0x80) {
+                buf[n++] = (char)cp;
+            } else if (cp < 0x800) {
+                buf[n++] = (char)(0xC0 | (cp >> 6));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            } else if (cp < 0x10000) {
+                buf[n++] = (char)(0xE0 | (cp >> 12));
+                buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                buf[n++] = (char)(0xF0 | (cp >> 18));
+                buf[n++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+                buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            }
+        }
+        }
+    }
+    PyObject *out = PyUnicode_DecodeUTF8(buf, n, "strict");
+    PyMem_Free(buf);
+    if (out == NULL) {
+        PyErr_Clear();
+        fail(s);
+    }
+    return out;
+}
+
+static inline uint64_t span_hash(const char *p, Py_ssize_t len) {
+    /* FNV-1a over the length and up to 48 bytes from each end (names share long prefixes) */
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)len;
+    Py_ssize_t head = len < 48 ? len : 48;
+    for (Py_ssize_t i = 0; i < head; i++) {
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    }
+    for (Py_ssize_t i = len > 48 ? len - 48 : len; i < len; i++) {
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    }
+    return h;
+}
+
+static int grow_slots(Scanner *s) {
+    Py_ssize_t slots = s->slots ? s->slots * 2 : 1024;
+    Py_ssize_t *starts = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)slots);
+    Py_ssize_t *lens = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)slots);
+    int32_t *indices = PyMem_Malloc(sizeof(int32_t) * (size_t)slots);
+    if (!starts || !lens || !indices) {
+        PyMem_Free(starts);
+        PyMem_Free(lens);
+        PyMem_Free(indices);
+        PyErr_NoMemory();
+        s->failed = 2;
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        indices[i] = -1;
+    }
+    for (Py_ssize_t i = 0; i < s->slots; i++) {
+        if (s->slot_index[i] < 0) {
+            continue;
+        }
+        uint64_t h = span_hash(s->text + s->slot_start[i], s->slot_len[i]);
+        Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(slots - 1));
+        while (indices[j] >= 0) {
+            j = (j + 1) & (slots - 1);
+        }
+        starts[j] = s->slot_start[i];
+        lens[j] = s->slot_len[i];
+        indices[j] = s->slot_index[i];
+    }
+    PyMem_Free(s->slot_start);
+    PyMem_Free(s->slot_len);
+    PyMem_Free(s->slot_index);
+    s->slot_start = starts;
+    s->slot_len = lens;
+    s->slot_index = indices;
+    s->slots = slots;
+    return 0;
+}
+
+/* The index of the string at `pos` in the slice's distinct strings (added if new). */
+static int32_t read_string(Scanner *s) {
+    Py_ssize_t start, len;
+    int escaped;
+    if (lex_string(s, &start, &len, &escaped) < 0) {
+        return -1;
+    }
+    if (s->distinct * 2 >= s->slots && grow_slots(s) < 0) {
+        return -1;
+    }
+    const char *p = s->text + start;
+    uint64_t h = span_hash(p, len);
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(s->slots - 1));
+    while (s->slot_index[j] >= 0) {
+        if (s->slot_len[j] == len && memcmp(s->text + s->slot_start[j], p, (size_t)len) == 0) {
+            return s->slot_index[j];
+        }
+        j = (j + 1) & (s->slots - 1);
+    }
+    PyObject *str = decode_string(s, start, len, escaped);
+    if (str == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(s->strings, str);
+    Py_DECREF(str);
+    if (rc < 0) {
+        s->failed = 2;
+        return -1;
+    }
+    s->slot_start[j] = start;
+    s->slot_len[j] = len;
+    s->slot_index[j] = (int32_t)s->distinct;
+    return (int32_t)s->distinct++;
+}
+
+/* A JSON number at `pos`: its span, checked against the JSON grammar. */
+static int lex_number(Scanner *s, Py_ssize_t *start, Py_ssize_t *int_digits,
+                      Py_ssize_t *frac_start, Py_ssize_t *frac_digits, int *exponent) {
+    Py_ssize_t i = s->pos;
+    *start = i;
+    if (i < s->end && s->text[i] == '-') {
+        i++;
+    }
+    Py_ssize_t digits_start = i;
+    while (i < s->end && s->text[i] >= '0' && s->text[i] <= '9') {
+        i++;
+    }
+    *int_digits = i - digits_start;
+    if (*int_digits == 0 || (*int_digits > 1 && s->text[digits_start] == '0')) {
+        return fail(s); /* no digits, or a leading zero */
+    }
+    *frac_start = i;
+    *frac_digits = 0;
+    if (i < s->end && s->text[i] == '.') {
+        i++;
+        *frac_start = i;
+        while (i < s->end && s->text[i] >= '0' && s->text[i] <= '9') {
+            i++;
+        }
+        *frac_digits = i - *frac_start;
+        if (*frac_digits == 0) {
+            return fail(s);
+        }
+    }
+    *exponent = 0;
+    if (i < s->end && (s->text[i] == 'e' || s->text[i] == 'E')) {
+        *exponent = 1;
+        i++;
+        if (i < s->end && (s->text[i] == '+' || s->text[i] == '-')) {
+            i++;
+        }
+        Py_ssize_t e_start = i;
+        while (i < s->end && s->text[i] >= '0' && s->text[i] <= '9') {
+            i++;
+        }
+        if (i == e_start) {
+            return fail(s);
+        }
+    }
+    s->pos = i;
+    return 0;
+}
+
+/* An integer value (a JSON int within int64). */
+static int read_int(Scanner *s, int64_t *out) {
+    Py_ssize_t start, int_digits, frac_start, frac_digits;
+    int exponent;
+    if (s->pos >= s->end || !(s->text[s->pos] == '-' ||
+                               (s->text[s->pos] >= '0' && s->text[s->pos] <= '9'))) {
+        return fail(s); /* a string, null, ...: the Python path's per-value rules */
+    }
+    if (lex_number(s, &start, &int_digits, &frac_start, &frac_digits, &exponent) < 0) {
+        return -1;
+    }
+    if (frac_digits || exponent || int_digits > 18) {
+        return fail(s);
+    }
+    int negative = s->text[start] == '-';
+    int64_t value = 0;
+    for (Py_ssize_t i = start + negative; i < start + negative + int_digits; i++) {
+        value = value * 10 + (s->text[i] - '0');
+    }
+    *out = negative ? -value : value;
+    return 0;
+}
+
+/* A time in µs (a JSON int, or a decimal with at most 3 decimals) as exact integer ns. */
+static int read_time_ns(Scanner *s, int64_t *out) {
+    Py_ssize_t start, int_digits, frac_start, frac_digits;
+    int exponent;
+    if (s->pos >= s->end || !(s->text[s->pos] == '-' ||
+                               (s->text[s->pos] >= '0' && s->text[s->pos] <= '9'))) {
+        return fail(s);
+    }
+    if (lex_number(s, &start, &int_digits, &frac_start, &frac_digits, &exponent) < 0) {
+        return -1;
+    }
+    if (exponent || frac_digits > 3 || int_digits > 16) {
+        return fail(s); /* rounding or a wider range: the Python path */
+    }
+    int negative = s->text[start] == '-';
+    uint64_t value = 0;
+    for (Py_ssize_t i = start + negative; i < start + negative + int_digits; i++) {
+        value = value * 10 + (uint64_t)(s->text[i] - '0');
+    }
+    if (value > (uint64_t)(INT64_MAX / 1000 - 1)) {
+        return fail(s); /* ns beyond int64 */
+    }
+    uint64_t frac = 0;
+    for (Py_ssize_t k = 0; k < 3; k++) {
+        frac = frac * 10 + (uint64_t)(k < frac_digits ? s->text[frac_start + k] - '0' : 0);
+    }
+    int64_t ns = (int64_t)(value * 1000 + frac);
+    *out = negative ? -ns : ns;
+    return 0;
+}
+
+/* A float value (a JSON number) read as Python's float() reads its text. */
+static int read_double(Scanner *s, double *out) {
+    Py_ssize_t start, int_digits, frac_start, frac_digits;
+    int exponent;
+    if (s->pos >= s->end || !(s->text[s->pos] == '-' ||
+                               (s->text[s->pos] >= '0' && s->text[s->pos] <= '9'))) {
+        return fail(s);
+    }
+    if (lex_number(s, &start, &int_digits, &frac_start, &frac_digits, &exponent) < 0) {
+        return -1;
+    }
+    Py_ssize_t len = s->pos - start;
+    char buf[64];
+    if (len >= (Py_ssize_t)sizeof(buf)) {
+        return fail(s);
+    }
+    memcpy(buf, s->text + start, (size_t)len);
+    buf[len] = '\0';
+    double value = PyOS_string_to_double(buf, NULL, NULL);
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return fail(s);
+    }
+    *out = value;
+    return 0;
+}
+
+static int skip_value(Scanner *s);
+
+static int expect_literal(Scanner *s, const char *word) {
+    size_t n = strlen(word);
+    if (s->pos + (Py_ssize_t)n > s->end || memcmp(s->text + s->pos, word, n) != 0) {
+        return fail(s);
+    }
+    s->pos += (Py_ssize_t)n;
+    return 0;
+}
+
+/* Skip any JSON value, checking its grammar (nesting bounded by the text). */
+static int skip_value(Scanner *s) {
+    skip_ws(s);
+    if (s->pos >= s->end) {
+        return fail(s);
+    }
+    char ch = s->text[s->pos];
+    Py_ssize_t start, len, a, b, c;
+    int escaped, e;
+    switch (ch) {
+    case '"':
+        return lex_string(s, &start, &len, &escaped);
+    case '{':
+        s->pos++;
+        skip_ws(s);
+        if (s->pos < s->end && s->text[s->pos] == '}') {
+            s->pos++;
+            return 0;
+        }
+        for (;;) {
+            skip_ws(s);
+            if (lex_string(s, &start, &len, &escaped) < 0) {
+                return -1;
+            }
+            skip_ws(s);
+            if (s->pos >= s->end || s->text[s->pos] != ':') {
+                return fail(s);
+            }
+            s->pos++;
+            if (skip_value(s) < 0) {
+                return -1;
+            }
+            skip_ws(s);
+            if (s->pos >= s->end) {
+                return fail(s);
+            }
+            if (s->text[s->pos] == ',') {
+                s->pos++;
+                continue;
+            }
+            if (s->text[s->pos] == '}') {
+                s->pos++;
+                return 0;
+            }
+            return fail(s);
+        }
+    case '[':
+        s->pos++;
+        skip_ws(s);
+        if (s->pos < s->end && s->text[s->pos] == ']') {
+            s->pos++;
+            return 0;
+        }
+        for (;;) {
+            if (skip_value(s) < 0) {
+                return -1;
+            }
+            skip_ws(s);
+            if (s->pos >= s->end) {
+                return fail(s);
+            }
+            if (s->text[s->pos] == ',') {
+                s->pos++;
+                continue;
+            }
+            if (s->text[s->pos] == ']') {
+                s->pos++;
+                return 0;
+            }
+            return fail(s);
+        }
+    case 't':
+        return expect_literal(s, "true");
+    case 'f':
+        return expect_literal(s, "false");
+    case 'n':
+        return expect_literal(s, "null");
+    default:
+        if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            return lex_number(s, &start, &a, &b, &c, &e);
+        }
+        return fail(s);
+    }
+}
+
+/* -- one event ----------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t ph, cat, name, arg_name;
+    int64_t ts, dur, pid, tid, id, stream, correlation, external;
+    double occupancy;
+    uint8_t has_ts, has_dur;
+} Event;
+
+static inline int key_is(Scanner *s, Py_ssize_t start, Py_ssize_t len, const char *word) {
+    size_t n = strlen(word);
+    return (size_t)len == n && memcmp(s->text + start, word, n) == 0;
+}
+
+/* Read an object's members, calling `member` on each key; a key with escapes is not handled. */
+typedef int (*MemberFn)(Scanner *, Event *, Py_ssize_t, Py_ssize_t);
+
+static int read_object(Scanner *s, Event *ev, MemberFn member) {
+    skip_ws(s);
+    if (s->pos >= s->end || s->text[s->pos] != '{') {
+        return fail(s); /* not an object (null args, a number...): the Python path */
+    }
+    s->pos++;
+    skip_ws(s);
+    if (s->pos < s->end && s->text[s->pos] == '}') {
+        s->pos++;
+        return 0;
+    }
+    for (;;) {
+        Py_ssize_t start, len;
+        int escaped;
+        skip_ws(s);
+        if (lex_string(s, &start, &len, &escaped) < 0) {
+            return -1;
+        }
+        if (escaped) {
+            return fail(s);
+        }
+        skip_ws(s);
+        if (s->pos >= s->end || s->text[s->pos] != ':') {
+            return fail(s);
+        }
+        s->pos++;
+        skip_ws(s);
+        if (member(s, ev, start, len) < 0) {
+            return -1;
+        }
+        skip_ws(s);
+        if (s->pos >= s->end) {
+            return fail(s);
+        }
+        if (s->text[s->pos] == ',') {
+            s->pos++;
+            continue;
+        }
+        if (s->text[s->pos] == '}') {
+            s->pos++;
+            return 0;
+        }
+        return fail(s);
+    }
+}
+
+static int string_value(Scanner *s, int32_t *out) {
+    if (s->pos >= s->end || s->text[s->pos] != '"') {
+        return fail(s);
+    }
+    int32_t index = read_string(s);
+    if (index < 0) {
+        return -1;
+    }
+    *out = index;
+    return 0;
+}
+
+static int args_member(Scanner *s, Event *ev, Py_ssize_t k, Py_ssize_t n) {
+    if (key_is(s, k, n, "name")) {
+        return string_value(s, &ev->arg_name);
+    }
+    if (key_is(s, k, n, "stream")) {
+        return read_int(s, &ev->stream);
+    }
+    if (key_is(s, k, n, "correlation")) {
+        return read_int(s, &ev->correlation);
+    }
+    if (key_is(s, k, n, "External id")) {
+        return read_int(s, &ev->external);
+    }
+    if (key_is(s, k, n, "est. achieved occupancy %")) {
+        return read_double(s, &ev->occupancy);
+    }
+    return skip_value(s);
+}
+
+static int event_member(Scanner *s, Event *ev, Py_ssize_t k, Py_ssize_t n) {
+    switch (n) {
+    case 2:
+        if (key_is(s, k, n, "ph")) {
+            return string_value(s, &ev->ph);
+        }
+        if (key_is(s, k, n, "ts")) {
+            ev->has_ts = 1;
+            return read_time_ns(s, &ev->ts);
+        }
+        if (key_is(s, k, n, "id")) {
+            return read_int(s, &ev->id);
+        }
+        break;
+    case 3:
+        if (key_is(s, k, n, "cat")) {
+            return string_value(s, &ev->cat);
+        }
+        if (key_is(s, k, n, "dur")) {
+            ev->has_dur = 1;
+            return read_time_ns(s, &ev->dur);
+        }
+        if (key_is(s, k, n, "pid")) {
+            return read_int(s, &ev->pid);
+        }
+        if (key_is(s, k, n, "tid")) {
+            return read_int(s, &ev->tid);
+        }
+        break;
+    case 4:
+        if (key_is(s, k, n, "name")) {
+            return string_value(s, &ev->name);
+        }
+        if (key_is(s, k, n, "args")) {
+            /* a repeated `args` replaces the earlier one, as in a dict */
+            ev->arg_name = -1;
+            ev->stream = ev->correlation = ev->external = MISSING;
+            ev->occupancy = Py_NAN;
+            return read_object(s, ev, args_member);
+        }
+        break;
+    }
+    return skip_value(s);
+}
+
+static int read_event(Scanner *s) {
+    Event ev = {-1, -1, -1, -1, 0, 0, MISSING, MISSING, MISSING, MISSING, MISSING, MISSING,
+                Py_NAN, 0, 0};
+    if (read_object(s, &ev, event_member) < 0) {
+        return -1;
+    }
+    if (push(s, C_PH, &ev.ph) || push(s, C_CAT, &ev.cat) || push(s, C_NAME, &ev.name) ||
+        push(s, C_ARG_NAME, &ev.arg_name) || push(s, C_TS, &ev.ts) ||
+        push(s, C_DUR, &ev.dur) || push(s, C_PID, &ev.pid) || push(s, C_TID, &ev.tid) ||
+        push(s, C_ID, &ev.id) || push(s, C_STREAM, &ev.stream) ||
+        push(s, C_CORRELATION, &ev.correlation) || push(s, C_EXTERNAL, &ev.external) ||
+        push(s, C_OCCUPANCY, &ev.occupancy) || push(s, C_HAS_TS, &ev.has_ts) ||
+        push(s, C_HAS_DUR, &ev.has_dur)) {
+        return -1;
+    }
+    return 0;
+}
+
+/* -- the module ------------------------------------------------------------------------------ */
+
+static void release(Scanner *s) {
+    for (int i = 0; i < N_COLUMNS; i++) {
+        PyMem_Free(s->columns[i].data);
+    }
+    PyMem_Free(s->slot_start);
+    PyMem_Free(s->slot_len);
+    PyMem_Free(s->slot_index);
+    Py_XDECREF(s->strings);
+}
+
+static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "scan(text, start, end)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (start < 0 || end > view.len || start > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan: start/end outside the text");
+        return NULL;
+    }
+    Scanner s;
+    memset(&s, 0, sizeof(s));
+    s.text = (const char *)view.buf;
+    s.pos = start;
+    s.end = end;
+    s.strings = PyList_New(0);
+    PyObject *result = NULL;
+    Py_ssize_t count = 0;
+    if (s.strings == NULL) {
+        goto done;
+    }
+    skip_ws(&s);
+    while (s.pos < s.end) {
+        if (read_event(&s) < 0) {
+            break;
+        }
+        count++;
+        skip_ws(&s);
+        if (s.pos >= s.end) {
+            break;
+        }
+        if (s.text[s.pos] != ',') {
+            fail(&s);
+            break;
+        }
+        s.pos++;
+        skip_ws(&s);
+        if (s.pos >= s.end) { /* a trailing comma */
+            fail(&s);
+            break;
+        }
+    }
+    if (s.failed == 2) {
+        goto done;
+    }
+    if (s.failed) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyTuple_New(N_COLUMNS + 2);
+    if (result == NULL) {
+        goto done;
+    }
+    PyTuple_SET_ITEM(result, 0, PyLong_FromSsize_t(count));
+    PyTuple_SET_ITEM(result, 1, Py_NewRef(s.strings));
+    for (int i = 0; i < N_COLUMNS; i++) {
+        PyObject *bytes = PyBytes_FromStringAndSize(s.columns[i].data, s.columns[i].used);
+        if (bytes == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i + 2, bytes);
+    }
+done:
+    release(&s);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
+     "scan(text, start, end) -> (count, strings, *columns) or None (see the module source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_scan", "Kineto traceEvents slice scanner (see _scan.c).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module_def); }
