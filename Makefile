@@ -16,11 +16,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(RUNTIME): pyproject.toml | $(BIN)/python
+$(RUNTIME): pyproject.toml setup.py src/gpulens/analyze/traces/_scan.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(DEV): pyproject.toml | $(BIN)/python
+$(DEV): pyproject.toml setup.py src/gpulens/analyze/traces/_scan.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(RUNTIME)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,33 @@ def test_an_unknown_category_costs_one_attempt(
     known_int, known, typed, permissive = (c.decoded for c in counting)
     assert known_int == known == permissive == 0
     assert typed >= 20
+
+
+@pytest.mark.skipif(
+    not load_module.SCANNER and not os.environ.get("CI"), reason="the C scanner is not built"
+)
+def test_scanner_equals_structs_on_every_stored_trace_and_reads_nearly_every_slice(
+    shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the C scanner (`_scan.c`) reads slices straight into columns; the msgspec structs are the
+    # reference it must equal, on every stored trace, at two slice sizes
+    assert load_module.SCANNER, "the C scanner must be built in CI (setup.py, a C compiler)"
+    scan = load_module._scan_slice
+    assert scan is not None
+    calls = {"read": 0, "left": 0}
+
+    def counted(text: Any, start: int, end: int) -> Any:
+        result = scan(text, start, end)
+        calls["read" if result is not None else "left"] += 1
+        return result
+
+    for path in _files(shared):
+        for chunk in (50_000, 1 << 19):
+            monkeypatch.setattr(load_module, "_scan_slice", counted)
+            scanned = load_trace(path, chunk_bytes=chunk)
+            monkeypatch.setattr(load_module, "_USE_SCANNER", False)
+            structs = load_trace(path, chunk_bytes=chunk)
+            monkeypatch.setattr(load_module, "_USE_SCANNER", True)
+            _same(scanned, structs)
+    # what it leaves to Python: the closing `Trace` spans (string pids), HIP's string streams
+    assert calls["read"] > 20 * calls["left"], calls

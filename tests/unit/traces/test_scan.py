@@ -1,0 +1,239 @@
+"""The C slice scanner (`_scan.c`): what it reads, what it leaves to Python, and that loading
+through it gives exactly what the msgspec and orjson paths give."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpulens.analyze.traces import load as load_module
+from gpulens.analyze.traces.load import load_trace
+from gpulens.analyze.traces.model import Trace
+
+if not load_module.SCANNER and not os.environ.get("CI"):  # in CI: fail, never skip
+    pytest.skip("the C scanner is not built (no C compiler at install)", allow_module_level=True)
+
+from gpulens.analyze.traces._scan import scan
+
+COLUMNS = (
+    ("ph", np.int32),
+    ("cat", np.int32),
+    ("name", np.int32),
+    ("arg_name", np.int32),
+    ("ts", np.int64),
+    ("dur", np.int64),
+    ("pid", np.int64),
+    ("tid", np.int64),
+    ("id", np.int64),
+    ("stream", np.int64),
+    ("correlation", np.int64),
+    ("external_id", np.int64),
+    ("occupancy", np.float64),
+    ("has_ts", np.bool_),
+    ("has_dur", np.bool_),
+)
+
+
+def _scan(text: str | bytes) -> dict[str, Any] | None:
+    raw = text.encode() if isinstance(text, str) else text
+    result = scan(raw, 0, len(raw))
+    if result is None:
+        return None
+    count, strings, *columns = result
+    out: dict[str, Any] = {"count": count, "strings": strings}
+    for (key, dtype), data in zip(COLUMNS, columns, strict=True):
+        values = np.frombuffer(data, dtype).tolist()
+        if key in ("ph", "cat", "name", "arg_name"):
+            values = [strings[i] if i >= 0 else None for i in values]
+        out[key] = values
+    return out
+
+
+def test_reads_the_fields_exactly() -> None:
+    text = (
+        '{"ph": "X", "cat": "kernel", "name": "sm90_xmma \\"gemm\\" \\u00e9\\ud83d\\ude00", '
+        '"pid": 12, "tid": -7, "ts": 1712195495519689.047, "dur": 0.5, "unknown": '
+        '[[1, 2.5e3, -0.0], {"a": null, "b": [true, false, "x\\\\y"]}], "args": {"stream": 7, '
+        '"correlation": 123456789012345678, "External id": 9, "est. achieved occupancy %": 50, '
+        '"grid": [1, 1, 1]}},\n {"ph": "M", "name": "thread_name", "pid": 3, "tid": 4, '
+        '"args": {"name": "stream 7"}}, {"ph": "f", "id": 5, "ts": 12, "args": {}}'
+    )
+    got = _scan(text)
+    assert got is not None
+    assert got["count"] == 3
+    assert got["name"] == ['sm90_xmma "gemm" é\U0001f600', "thread_name", None]
+    assert got["ts"] == [1712195495519689047, 0, 12000]
+    assert got["has_ts"] == [True, False, True]
+    assert got["dur"] == [500, 0, 0]
+    assert got["has_dur"] == [True, False, False]
+    assert got["pid"] == [12, 3, -1]
+    assert got["tid"] == [-7, 4, -1]
+    assert got["id"] == [-1, -1, 5]
+    assert got["stream"] == [7, -1, -1]
+    assert got["correlation"] == [123456789012345678, -1, -1]
+    assert got["external_id"] == [9, -1, -1]
+    assert got["occupancy"][0] == 50.0 and np.isnan(got["occupancy"][1:]).all()
+    assert got["arg_name"] == [None, "stream 7", None]
+    assert got["ph"] == ["X", "M", "f"]
+    assert got["cat"] == ["kernel", None, None]
+
+
+def test_repeated_keys_keep_the_last_as_a_dict_does() -> None:
+    got = _scan('{"ts": 1, "ts": 2, "args": {"stream": 1}, "args": {"correlation": 3}}')
+    assert got is not None
+    assert got["ts"] == [2000]
+    assert (got["stream"], got["correlation"]) == ([-1], [3])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"pid": "Spans"}',  # a string where an int is usual
+        '{"id": 1.0}',
+        '{"ts": null}',
+        '{"ts": 1.0005}',  # more than 3 decimals: rounding is Python's
+        '{"ts": 1e3}',
+        '{"pid": 12345678901234567890}',  # beyond int64
+        '{"ts": 9999999999999999}',  # ns beyond int64
+        '{"args": null}',
+        '{"args": {"name": 5}}',
+        '{"n\\u0061me": "x"}',  # a key with escapes
+        '{"ts": 01}',  # not JSON from here on
+        '{"ts": 1,}',
+        '{"ts": 1} {"ts": 2}',
+        '{"ts": 1}, ',
+        '{"name": "a\tb"}',
+        '{"x": tru}',
+        '{"x": [1, 2}',
+        '{"x": "\\q"}',
+        '{"ts": 1',
+        "[1]",
+        "5",
+    ],
+)
+def test_leaves_anything_else_to_python(text: str) -> None:
+    assert _scan(text) is None
+
+
+def test_empty_and_whitespace() -> None:
+    assert _scan(" \n\t")["count"] == 0  # type: ignore[index]
+    assert _scan("{} , {}")["count"] == 2  # type: ignore[index]
+
+
+def _same(a: Trace, b: Trace) -> None:
+    for table in ("events", "flows"):
+        x, y = getattr(a, table), getattr(b, table)
+        for key in type(x).__struct_fields__:
+            left, right = getattr(x, key), getattr(y, key)
+            assert left.dtype == right.dtype, (table, key)
+            assert np.array_equal(left, right, equal_nan=left.dtype.kind == "f"), (table, key)
+    assert (a.names, a.categories) == (b.names, b.categories)
+    assert (a.process_names, a.thread_names) == (b.process_names, b.thread_names)
+    assert a.raw_event_count == b.raw_event_count
+
+
+def _load(path: Path, chunk: int) -> Trace | type[Exception]:
+    try:
+        return load_trace(path, chunk_bytes=chunk)
+    except Exception as exc:  # the same rejection is expected from every path
+        return type(exc)
+
+
+def _three_ways(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    scanned = _load(path, chunk)
+    monkeypatch.setattr(load_module, "_USE_SCANNER", False)
+    structs = _load(path, chunk)
+    monkeypatch.setattr(load_module, "_USE_STRUCTS", False)
+    dicts = _load(path, chunk)
+    monkeypatch.setattr(load_module, "_USE_STRUCTS", True)
+    monkeypatch.setattr(load_module, "_USE_SCANNER", True)
+    for other in (structs, dicts):
+        if isinstance(scanned, Trace) and isinstance(other, Trace):
+            _same(scanned, other)
+        else:
+            assert scanned == other
+
+
+_names = st.sampled_from(["k", "aten::mm", 'a "q"', "é\U0001f600", "x\\y", "process_name"])
+_numbers = st.one_of(
+    st.integers(-(10**6), 10**16),
+    st.decimals(-(10**6), 10**12, places=3).map(lambda d: float(d)),
+    st.sampled_from([0, -0.0, 1e3, 2.5e-4, 1712195495519689.047, 18446744073709551615]),
+)
+_values = st.one_of(_numbers, _names, st.none(), st.booleans(), st.lists(_numbers, max_size=3))
+_events = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": st.one_of(st.sampled_from(["X", "i", "M", "s", "f", "t", "C", "B"]), _values),
+        "cat": st.one_of(st.sampled_from(["kernel", "cpu_op", "ac2g", "new_kind"]), _values),
+        "name": st.one_of(_names, _values),
+        "ts": _values,
+        "dur": _values,
+        "pid": _values,
+        "tid": _values,
+        "id": _values,
+        "extra": _values,
+        "args": st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "name": _values,
+                    "stream": _values,
+                    "correlation": _values,
+                    "External id": _values,
+                    "est. achieved occupancy %": _values,
+                    "Input Dims": st.lists(st.lists(_numbers, max_size=3), max_size=3),
+                },
+            ),
+        ),
+    },
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(events=st.lists(_events, min_size=1, max_size=30), chunk=st.sampled_from([1, 200, 1 << 19]))
+def test_loading_through_the_scanner_equals_the_python_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: list[dict[str, Any]], chunk: int
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    _three_ways(path, chunk, monkeypatch)
+
+
+_valid_slice = (
+    '{"ph": "X", "cat": "kernel", "name": "k\\"1", "pid": 1, "tid": 2, "ts": 10.5, "dur": 3, '
+    '"args": {"stream": 7, "correlation": 8, "x": [1, {"y": null}]}}, {"ph": "f", "id": 8, '
+    '"ts": 11, "cat": "ac2g"}'
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, len(_valid_slice) - 1),
+            st.sampled_from([*'{}[]",:\\ 0159.-eEtrufalsn', "", "\x01"]),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_damaged_slice_is_read_only_if_it_is_still_json(edits: list[tuple[int, str]]) -> None:
+    text = _valid_slice
+    for at, char in edits:
+        text = text[:at] + char + text[at + 1 :]
+    got = _scan(text)  # must not crash, whatever the text
+    if got is not None:
+        parsed = orjson.loads("[" + text + "]")
+        assert len(parsed) == got["count"]
