@@ -117,6 +117,7 @@ def test_repeated_keys_keep_the_last_as_a_dict_does() -> None:
         '{"ts": 1',
         "[1]",
         "5",
+        '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}",  # nesting beyond its bound, no crash
     ],
 )
 def test_leaves_anything_else_to_python(text: str) -> None:

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #define MISSING (-1)
+#define MAX_DEPTH 256
 
 typedef struct {
     char *data;
@@ -53,6 +54,7 @@ typedef struct {
     Py_ssize_t distinct;
     PyObject *strings; /* list of str, by index */
     int failed;        /* 1: not handled here (return None); 2: Python error set */
+    int depth;         /* nesting of the value being skipped */
 } Scanner;
 
 /* -- output columns ---------------------------------------------------------------------- */
@@ -459,6 +461,7 @@ static int read_double(Scanner *s, double *out) {
 }
 
 static int skip_value(Scanner *s);
+static int skip_nested(Scanner *s);
 
 static int expect_literal(Scanner *s, const char *word) {
     size_t n = strlen(word);
@@ -469,8 +472,18 @@ static int expect_literal(Scanner *s, const char *word) {
     return 0;
 }
 
-/* Skip any JSON value, checking its grammar (nesting bounded by the text). */
+/* Skip any JSON value, checking its grammar; nesting deeper than MAX_DEPTH is left to Python
+ * (the C stack stays bounded whatever the text). */
 static int skip_value(Scanner *s) {
+    if (++s->depth > MAX_DEPTH) {
+        return fail(s);
+    }
+    int rc = skip_nested(s);
+    s->depth--;
+    return rc;
+}
+
+static int skip_nested(Scanner *s) {
     skip_ws(s);
     if (s->pos >= s->end) {
         return fail(s);
@@ -787,7 +800,12 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (result == NULL) {
         goto done;
     }
-    PyTuple_SET_ITEM(result, 0, PyLong_FromSsize_t(count));
+    PyObject *n = PyLong_FromSsize_t(count);
+    if (n == NULL) {
+        Py_CLEAR(result);
+        goto done;
+    }
+    PyTuple_SET_ITEM(result, 0, n);
     PyTuple_SET_ITEM(result, 1, Py_NewRef(s.strings));
     for (int i = 0; i < N_COLUMNS; i++) {
         PyObject *bytes = PyBytes_FromStringAndSize(s.columns[i].data, s.columns[i].used);
