@@ -1,9 +1,12 @@
-"""Shared test fixtures: the location of ../shared data and the GPU marker."""
+"""Shared test fixtures: the location of ../shared data, the GPU marker, and the check that two
+loaded traces hold the same columns."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +28,27 @@ def shared() -> Path:
             "or set GPULENS_SHARED"
         )
     return path
+
+
+def _assert_same_trace(a: Any, b: Any) -> None:
+    """Two loaded `Trace`s hold equal columns (dtype and values), string tables and names."""
+    import numpy as np
+
+    for table in ("events", "flows"):
+        x, y = getattr(a, table), getattr(b, table)
+        for key in type(x).__struct_fields__:
+            left, right = getattr(x, key), getattr(y, key)
+            assert left.dtype == right.dtype, (table, key)
+            assert np.array_equal(left, right, equal_nan=left.dtype.kind == "f"), (table, key)
+    assert (a.names, a.categories, a.metadata) == (b.names, b.categories, b.metadata)
+    assert (a.process_names, a.thread_names) == (b.process_names, b.thread_names)
+    assert (a.rank, a.raw_event_count) == (b.rank, b.raw_event_count)
+
+
+@pytest.fixture(scope="session")
+def same_trace() -> Callable[[Any, Any], None]:
+    """`same_trace(a, b)` asserts that two loaded traces are equal, column for column."""
+    return _assert_same_trace
 
 
 def _has_gpu() -> bool:

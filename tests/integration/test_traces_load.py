@@ -11,11 +11,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from gpulens.analyze.traces import load as load_module
@@ -23,31 +23,20 @@ from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.model import Trace
 
 TRACES = "data/traces"
+Same = Callable[[Trace, Trace], None]  # the `same_trace` fixture (tests/conftest.py)
 
 
 def _files(shared: Path) -> list[Path]:
     return sorted((shared / TRACES).rglob("*.json.gz"))
 
 
-def _same(a: Trace, b: Trace) -> None:
-    for table in ("events", "flows"):
-        x, y = getattr(a, table), getattr(b, table)
-        for key in type(x).__struct_fields__:
-            left, right = getattr(x, key), getattr(y, key)
-            assert left.dtype == right.dtype, (table, key)
-            assert np.array_equal(left, right, equal_nan=left.dtype.kind == "f"), (table, key)
-    assert (a.names, a.categories, a.metadata) == (b.names, b.categories, b.metadata)
-    assert (a.process_names, a.thread_names) == (b.process_names, b.thread_names)
-    assert (a.rank, a.raw_event_count) == (b.rank, b.raw_event_count)
-
-
-def test_streamed_equals_whole_on_every_stored_trace(shared: Path) -> None:
+def test_streamed_equals_whole_on_every_stored_trace(shared: Path, same_trace: Same) -> None:
     files = _files(shared)
     assert len(files) >= 20
     for path in files:
         whole = load_trace(path, chunk_bytes=None)
         for chunk in (50_000, 1 << 18):
-            _same(whole, load_trace(path, chunk_bytes=chunk))
+            same_trace(whole, load_trace(path, chunk_bytes=chunk))
 
 
 @pytest.mark.parametrize(
@@ -68,7 +57,7 @@ def test_streamed_times_are_the_decimal_text(shared: Path, name: str) -> None:
 
 
 def test_struct_decoding_equals_orjson_dicts_on_every_stored_trace(
-    shared: Path, monkeypatch: pytest.MonkeyPatch
+    shared: Path, monkeypatch: pytest.MonkeyPatch, same_trace: Same
 ) -> None:
     # slices decode into msgspec structs (schema.py); the orjson dict path must give the same
     for path in _files(shared):
@@ -77,7 +66,7 @@ def test_struct_decoding_equals_orjson_dicts_on_every_stored_trace(
             monkeypatch.setattr(load_module, "_USE_STRUCTS", False)
             dicts = load_trace(path, chunk_bytes=chunk)
             monkeypatch.setattr(load_module, "_USE_STRUCTS", True)
-            _same(structs, dicts)
+            same_trace(structs, dicts)
 
 
 class _Counting:
@@ -145,7 +134,7 @@ def test_an_unknown_category_costs_one_attempt(
     not load_module.SCANNER and not os.environ.get("CI"), reason="the C scanner is not built"
 )
 def test_scanner_equals_structs_on_every_stored_trace_and_reads_nearly_every_slice(
-    shared: Path, monkeypatch: pytest.MonkeyPatch
+    shared: Path, monkeypatch: pytest.MonkeyPatch, same_trace: Same
 ) -> None:
     # the C scanner (`_scan.c`) reads slices straight into columns; the msgspec structs are the
     # reference it must equal, on every stored trace, at two slice sizes
@@ -166,6 +155,6 @@ def test_scanner_equals_structs_on_every_stored_trace_and_reads_nearly_every_sli
             monkeypatch.setattr(load_module, "_USE_SCANNER", False)
             structs = load_trace(path, chunk_bytes=chunk)
             monkeypatch.setattr(load_module, "_USE_SCANNER", True)
-            _same(scanned, structs)
+            same_trace(scanned, structs)
     # what it leaves to Python: the closing `Trace` spans (string pids), HIP's string streams
     assert calls["read"] > 20 * calls["left"], calls

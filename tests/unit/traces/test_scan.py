@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ if not load_module.SCANNER and not os.environ.get("CI"):  # in CI: fail, never s
 
 from gpulens.analyze.traces._scan import scan
 
+Same = Callable[[Trace, Trace], None]  # the `same_trace` fixture (tests/conftest.py)
 COLUMNS = (
     ("ph", np.int32),
     ("cat", np.int32),
@@ -129,18 +131,6 @@ def test_empty_and_whitespace() -> None:
     assert _scan("{} , {}")["count"] == 2  # type: ignore[index]
 
 
-def _same(a: Trace, b: Trace) -> None:
-    for table in ("events", "flows"):
-        x, y = getattr(a, table), getattr(b, table)
-        for key in type(x).__struct_fields__:
-            left, right = getattr(x, key), getattr(y, key)
-            assert left.dtype == right.dtype, (table, key)
-            assert np.array_equal(left, right, equal_nan=left.dtype.kind == "f"), (table, key)
-    assert (a.names, a.categories) == (b.names, b.categories)
-    assert (a.process_names, a.thread_names) == (b.process_names, b.thread_names)
-    assert a.raw_event_count == b.raw_event_count
-
-
 def _load(path: Path, chunk: int) -> Trace | type[Exception]:
     try:
         return load_trace(path, chunk_bytes=chunk)
@@ -148,7 +138,7 @@ def _load(path: Path, chunk: int) -> Trace | type[Exception]:
         return type(exc)
 
 
-def _three_ways(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def _three_ways(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch, same: Same) -> None:
     scanned = _load(path, chunk)
     monkeypatch.setattr(load_module, "_USE_SCANNER", False)
     structs = _load(path, chunk)
@@ -158,7 +148,7 @@ def _three_ways(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(load_module, "_USE_SCANNER", True)
     for other in (structs, dicts):
         if isinstance(scanned, Trace) and isinstance(other, Trace):
-            _same(scanned, other)
+            same(scanned, other)
         else:
             assert scanned == other
 
@@ -205,11 +195,15 @@ _events = st.fixed_dictionaries(
 )
 @given(events=st.lists(_events, min_size=1, max_size=30), chunk=st.sampled_from([1, 200, 1 << 19]))
 def test_loading_through_the_scanner_equals_the_python_paths(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: list[dict[str, Any]], chunk: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    same_trace: Same,
+    events: list[dict[str, Any]],
+    chunk: int,
 ) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
-    _three_ways(path, chunk, monkeypatch)
+    _three_ways(path, chunk, monkeypatch, same_trace)
 
 
 _valid_slice = (
