@@ -472,6 +472,52 @@ static int expect_literal(Scanner *s, const char *word) {
     return 0;
 }
 
+/* After an opening `open`: 1 if members follow, 0 if `close` ends it at once. */
+static int open_container(Scanner *s, char open, char close) {
+    skip_ws(s);
+    if (s->pos >= s->end || s->text[s->pos] != open) {
+        return fail(s);
+    }
+    s->pos++;
+    skip_ws(s);
+    if (s->pos < s->end && s->text[s->pos] == close) {
+        s->pos++;
+        return 0;
+    }
+    return 1;
+}
+
+/* After a member or element: 1 if a comma (another one) follows, 0 if `close` ends it. */
+static int next_or_close(Scanner *s, char close) {
+    skip_ws(s);
+    if (s->pos >= s->end) {
+        return fail(s);
+    }
+    if (s->text[s->pos] == ',') {
+        s->pos++;
+        return 1;
+    }
+    if (s->text[s->pos] == close) {
+        s->pos++;
+        return 0;
+    }
+    return fail(s);
+}
+
+/* A member's key (a string, its span and whether it has escapes) and the colon after it. */
+static int read_key(Scanner *s, Py_ssize_t *start, Py_ssize_t *len, int *escaped) {
+    skip_ws(s);
+    if (lex_string(s, start, len, escaped) < 0) {
+        return -1;
+    }
+    skip_ws(s);
+    if (s->pos >= s->end || s->text[s->pos] != ':') {
+        return fail(s);
+    }
+    s->pos++;
+    return 0;
+}
+
 /* Skip any JSON value, checking its grammar; nesting deeper than MAX_DEPTH is left to Python
  * (the C stack stays bounded whatever the text). */
 static int skip_value(Scanner *s) {
@@ -490,69 +536,24 @@ static int skip_nested(Scanner *s) {
     }
     char ch = s->text[s->pos];
     Py_ssize_t start, len, a, b, c;
-    int escaped, e;
+    int escaped, e, more;
     switch (ch) {
     case '"':
         return lex_string(s, &start, &len, &escaped);
     case '{':
-        s->pos++;
-        skip_ws(s);
-        if (s->pos < s->end && s->text[s->pos] == '}') {
-            s->pos++;
-            return 0;
-        }
-        for (;;) {
-            skip_ws(s);
-            if (lex_string(s, &start, &len, &escaped) < 0) {
+        for (more = open_container(s, '{', '}'); more > 0; more = next_or_close(s, '}')) {
+            if (read_key(s, &start, &len, &escaped) < 0 || skip_value(s) < 0) {
                 return -1;
             }
-            skip_ws(s);
-            if (s->pos >= s->end || s->text[s->pos] != ':') {
-                return fail(s);
-            }
-            s->pos++;
-            if (skip_value(s) < 0) {
-                return -1;
-            }
-            skip_ws(s);
-            if (s->pos >= s->end) {
-                return fail(s);
-            }
-            if (s->text[s->pos] == ',') {
-                s->pos++;
-                continue;
-            }
-            if (s->text[s->pos] == '}') {
-                s->pos++;
-                return 0;
-            }
-            return fail(s);
         }
+        return more;
     case '[':
-        s->pos++;
-        skip_ws(s);
-        if (s->pos < s->end && s->text[s->pos] == ']') {
-            s->pos++;
-            return 0;
-        }
-        for (;;) {
+        for (more = open_container(s, '[', ']'); more > 0; more = next_or_close(s, ']')) {
             if (skip_value(s) < 0) {
                 return -1;
             }
-            skip_ws(s);
-            if (s->pos >= s->end) {
-                return fail(s);
-            }
-            if (s->text[s->pos] == ',') {
-                s->pos++;
-                continue;
-            }
-            if (s->text[s->pos] == ']') {
-                s->pos++;
-                return 0;
-            }
-            return fail(s);
         }
+        return more;
     case 't':
         return expect_literal(s, "true");
     case 'f':
@@ -585,49 +586,22 @@ static inline int key_is(Scanner *s, Py_ssize_t start, Py_ssize_t len, const cha
 typedef int (*MemberFn)(Scanner *, Event *, Py_ssize_t, Py_ssize_t);
 
 static int read_object(Scanner *s, Event *ev, MemberFn member) {
-    skip_ws(s);
-    if (s->pos >= s->end || s->text[s->pos] != '{') {
-        return fail(s); /* not an object (null args, a number...): the Python path */
-    }
-    s->pos++;
-    skip_ws(s);
-    if (s->pos < s->end && s->text[s->pos] == '}') {
-        s->pos++;
-        return 0;
-    }
-    for (;;) {
+    int more; /* a value that is not an object (null args, a number...): the Python path */
+    for (more = open_container(s, '{', '}'); more > 0; more = next_or_close(s, '}')) {
         Py_ssize_t start, len;
         int escaped;
-        skip_ws(s);
-        if (lex_string(s, &start, &len, &escaped) < 0) {
+        if (read_key(s, &start, &len, &escaped) < 0) {
             return -1;
         }
         if (escaped) {
             return fail(s);
         }
         skip_ws(s);
-        if (s->pos >= s->end || s->text[s->pos] != ':') {
-            return fail(s);
-        }
-        s->pos++;
-        skip_ws(s);
         if (member(s, ev, start, len) < 0) {
             return -1;
         }
-        skip_ws(s);
-        if (s->pos >= s->end) {
-            return fail(s);
-        }
-        if (s->text[s->pos] == ',') {
-            s->pos++;
-            continue;
-        }
-        if (s->text[s->pos] == '}') {
-            s->pos++;
-            return 0;
-        }
-        return fail(s);
     }
+    return more;
 }
 
 static int string_value(Scanner *s, int32_t *out) {
