@@ -1,13 +1,14 @@
 """Parsed Kineto events → numpy columns, one chunk at a time (pure).
 
-`ColumnBuilder.add(events, text)` takes one parsed slice of `traceEvents` — msgspec structs
+`ColumnBuilder.add(events, text)` takes one slice of `traceEvents` — the C scanner's columns
+(`_scan.c`: its string indices are interned and its arrays selected with numpy), msgspec structs
 (schema.py) or orjson dicts — (and that slice's JSON text, for exact times) and keeps only numpy
-columns: field values are pulled out with C-level `map(attrgetter)` / `map(dict.get, …)` passes,
-not a Python loop per event (an absent struct field holds what `dict.get` returns for an absent
-key, so both give the same columns), and strings are interned into `names` / `categories`.
+columns. Parsed events: field values are pulled out with C-level `map(attrgetter)` / `map(dict.get,
+…)` passes, not a Python loop per event (an absent struct field holds what `dict.get` returns for an
+absent key, so both give the same columns), and strings are interned into `names` / `categories`.
 Values of an unexpected type (a numeric string, a float pid) take a per-value path with the same
-meaning. Each chunk's columns are copied into growing blocks;
-`tables()` joins each column's blocks, one column at a time.
+meaning. Each chunk's columns are copied into growing blocks; `tables()` joins each column's blocks,
+one column at a time.
 """
 
 from __future__ import annotations

@@ -7,22 +7,23 @@ How it reads (see docs/traces.md):
 
 * `.json` or gzip (sniffed from the magic bytes, so `.json.gz`, `.gz` or any name works; several
   gzip members are read in turn); a JSON object with `traceEvents` or a legacy bare JSON array.
-* Streaming, bounded memory: the file is read and decompressed in blocks; the `traceEvents` array
-  is cut at event boundaries (`}, {` at the array's top level — a cut is kept only if the slice
-  parses) into slices of about `chunk_bytes`; each slice is decoded by msgspec into structs
-  holding only the fields the analyses read (schema.py: the other fields are skipped without
-  making Python objects, ~3× faster than orjson building every dict), turned into numpy columns
-  (columns.py) and dropped before the next. A slice whose values do not fit the structs (an
-  element or `args` that is not an object), or that msgspec rejects, is parsed with orjson into
-  dicts, with the same meaning. Only the text before and after the array is kept, for the
-  metadata. Peak ≈ the columns (≈ 90 B per event) + one parsed slice, whatever the file size.
-  The cyclic garbage collector is paused while loading (parsed JSON has no cycles; its passes
-  over millions of fresh objects would double the time).
+* Streaming, bounded memory: the file is read and decompressed in blocks; the `traceEvents` array is
+  cut at event boundaries (`}, {` at the array's top level — a cut is kept only if the slice parses)
+  into slices of about `chunk_bytes`. Each slice is read by the C scanner (`_scan.c`, where it is
+  built) straight into columns; a slice it leaves to Python (a value of an unusual type, text that
+  is not strict JSON, ...) is decoded by msgspec into structs holding only the fields the analyses
+  read (schema.py: the other fields are skipped without making Python objects), turned into numpy
+  columns (columns.py) and dropped before the next. A slice whose values fit no struct (an element
+  or `args` that is not an object), or that msgspec rejects, is parsed with orjson into dicts, with
+  the same meaning. Only the text before and after the array is kept, for the metadata. Peak ≈ the
+  columns (≈ 90 B per event) + one parsed slice, whatever the file size. The cyclic garbage
+  collector is paused while loading (parsed JSON has no cycles; its passes over millions of fresh
+  objects would double the time).
 * Exact times: see times.py.
 * A file that cannot be cut (not JSON, no `traceEvents`, …) is parsed whole with orjson, which
   gives the precise format error; `chunk_bytes=None` parses whole on purpose. One difference
-  between the two decoders: msgspec does not check the UTF-8 of the fields it skips, so a slice
-  with invalid UTF-8 in an unread field still loads.
+  from orjson: neither the scanner nor msgspec checks the UTF-8 of the fields it skips, so a
+  slice with invalid UTF-8 in an unread field still loads.
 """
 
 from __future__ import annotations
