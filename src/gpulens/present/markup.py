@@ -1,4 +1,5 @@
-"""Markdown and HTML tables shared by the report renderers."""
+"""Markdown and HTML pieces shared by the report renderers: tables, the page style, and the
+colours of the idle-gap causes (HTML trace report and dashboard)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,29 @@ def html_table(
         for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def page_css(max_width_rem: int) -> str:
+    """The style of a self-contained HTML report page `max_width_rem` wide."""
+    return (
+        f"body{{font-family:system-ui,sans-serif;margin:2rem;max-width:{max_width_rem}rem;"
+        "color:#1d2329}\n"
+        "table{border-collapse:collapse;margin:0.5rem 0 1.5rem}\n"
+        "td,th{padding:0.25rem 0.6rem;border-bottom:1px solid #dde;text-align:left}\n"
+        "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+        ".finding{border-left:4px solid #c60;padding:0.3rem 1rem;margin:1rem 0;"
+        "background:#fbf7f2}\n"
+        ".finding.critical{border-color:#b00}.finding.info{border-color:#06c}\n"
+        ".legend span{display:inline-block;width:0.8rem;height:0.8rem;margin:0 0.3rem 0 1rem}\n"
+    )
+
+
+# The colour of each idle-gap cause (analyze/traces/causes.py) wherever traces are drawn.
+CAUSE_COLORS: dict[str, str] = {
+    "data_loader": "#d95f02",
+    "sync": "#e7298a",
+    "launch_overhead": "#7570b3",
+    "cpu_ops": "#e6ab02",
+    "gpu_wait": "#1b9e77",
+    "unknown": "#999999",
+}

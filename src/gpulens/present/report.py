@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gpulens.present.analysis import ReportView
-from gpulens.present.markup import html_table, md_table, num
+from gpulens.present.markup import html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 1
 
@@ -349,15 +349,7 @@ def to_terminal(view: ReportView) -> str:
 
 # -- HTML -------------------------------------------------------------------------------------
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#1d2329}
-table{border-collapse:collapse;margin:0.5rem 0 1.5rem}
-td,th{padding:0.25rem 0.6rem;border-bottom:1px solid #dde;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
-.finding{border-left:4px solid #c60;padding:0.3rem 1rem;margin:1rem 0;background:#fbf7f2}
-.finding.critical{border-color:#b00}.finding.info{border-color:#06c}
-.legend span{display:inline-block;width:0.8rem;height:0.8rem;margin:0 0.3rem 0 1rem}
-"""
+_CSS = page_css(72)
 _COLORS = {"duty": "#9aa5b1", "sm": "#2f7ed8", "tensor": "#1b9e5a"}
 
 

@@ -21,7 +21,7 @@ from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.ranks import RankAnalysis, analyze_job
 from gpulens.errors import TraceFormatError
 from gpulens.findings.traces import trace_findings
-from gpulens.present.markup import html_table, md_table, num
+from gpulens.present.markup import CAUSE_COLORS, html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 1
 FORMATS = ("terminal", "markdown", "html", "json")
@@ -470,23 +470,7 @@ def to_markdown(view: TraceView) -> str:
     return "\n".join(lines)
 
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2rem;max-width:80rem;color:#1d2329}
-table{border-collapse:collapse;margin:0.5rem 0 1.5rem}
-td,th{padding:0.25rem 0.6rem;border-bottom:1px solid #dde;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
-.finding{border-left:4px solid #c60;padding:0.3rem 1rem;margin:1rem 0;background:#fbf7f2}
-.finding.critical{border-color:#b00}.finding.info{border-color:#06c}
-.legend span{display:inline-block;width:0.8rem;height:0.8rem;margin:0 0.3rem 0 1rem}
-"""
-CAUSE_COLORS = {
-    "data_loader": "#d95f02",
-    "sync": "#e7298a",
-    "launch_overhead": "#7570b3",
-    "cpu_ops": "#e6ab02",
-    "gpu_wait": "#1b9e77",
-    "unknown": "#999999",
-}
+_CSS = page_css(80)
 
 
 def _svg_timeline(timelines: list[Timeline]) -> str:

@@ -22,6 +22,7 @@ a launch takes the `ts` of the file's first event as its launch time).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import msgspec
 import numpy as np
@@ -43,7 +44,6 @@ NON_COMPUTE = re.compile(
     r"|(^collective_subgraph_execution)"
 )
 PROFILER_STEP = re.compile(r"^ProfilerStep#\d+")
-IDLE_CATEGORIES = frozenset(GPU_WORK_CATEGORIES)
 _SYNC_BY_NAME = ("Event Sync", "Context Sync")
 
 
@@ -185,6 +185,21 @@ def _classify(
     return int(gap_ns[host].sum()), int(gap_ns[kernel].sum()), int(gap_ns[other].sum())
 
 
+def _groups(
+    trace: Trace, rows: npt.NDArray[np.intp], keys: Ints, launch: Ints, known: Bools
+) -> Iterator[tuple[int, Ints, Ints, Ints, Bools]]:
+    """Per distinct key (stream or device): (key, start, end, launch, known) of its rows, in
+    time order (file order among equal starts)."""
+    ev = trace.events
+    for key in np.unique(keys):
+        sel = np.flatnonzero(keys == key)
+        r = rows[sel]
+        order = np.lexsort((ev.index[r], ev.ts_ns[r]))
+        r = r[order]
+        ts = ev.ts_ns[r]
+        yield int(key), ts, ts + ev.dur_ns[r], launch[sel][order], known[sel][order]
+
+
 def _stream_idle(
     trace: Trace,
     rows: npt.NDArray[np.intp],
@@ -192,19 +207,12 @@ def _stream_idle(
     known: Bools,
     delay_ns: int,
 ) -> list[IdleSplit]:
-    ev = trace.events
     out: list[IdleSplit] = []
-    streams = ev.stream[rows]
-    for stream in np.unique(streams):
-        sel = np.flatnonzero(streams == stream)
-        r = rows[sel]
-        order = np.lexsort((ev.index[r], ev.ts_ns[r]))
-        r, lt, kn = r[order], launch[sel][order], known[sel][order]
-        ts, end = ev.ts_ns[r], ev.ts_ns[r] + ev.dur_ns[r]
+    for stream, ts, end, lt, kn in _groups(trace, rows, trace.events.stream[rows], launch, known):
         prev_end = end[:-1]
         gap = ts[1:] - prev_end
         host, kernel, other = _classify(gap, prev_end, lt[1:], kn[1:], delay_ns)
-        out.append(IdleSplit(int(stream), host, kernel, other, int(gap.size), int((~kn[1:]).sum())))
+        out.append(IdleSplit(stream, host, kernel, other, int(gap.size), int((~kn[1:]).sum())))
     return out
 
 
@@ -215,15 +223,8 @@ def _device_idle(
     known: Bools,
     delay_ns: int,
 ) -> list[DeviceIdle]:
-    ev = trace.events
     out: list[DeviceIdle] = []
-    pids = ev.pid[rows]
-    for device in np.unique(pids):
-        sel = np.flatnonzero(pids == device)
-        r = rows[sel]
-        order = np.lexsort((ev.index[r], ev.ts_ns[r]))
-        r, lt, kn = r[order], launch[sel][order], known[sel][order]
-        ts, end = ev.ts_ns[r], ev.ts_ns[r] + ev.dur_ns[r]
+    for device, ts, end, lt, kn in _groups(trace, rows, trace.events.pid[rows], launch, known):
         seg_start, seg_end = merge_intervals(ts, end)
         busy = int((seg_end - seg_start).sum())
         span = int(end.max() - ts.min())
@@ -231,8 +232,8 @@ def _device_idle(
         opener = np.searchsorted(ts, seg_start[1:], side="left")
         gap = seg_start[1:] - seg_end[:-1]
         host, kernel, other = _classify(gap, seg_end[:-1], lt[opener], kn[opener], delay_ns)
-        split = IdleSplit(int(device), host, kernel, other, int(gap.size), int((~kn[opener]).sum()))
-        out.append(DeviceIdle(int(device), span, busy, split))
+        split = IdleSplit(device, host, kernel, other, int(gap.size), int((~kn[opener]).sum()))
+        out.append(DeviceIdle(device, span, busy, split))
     return out
 
 

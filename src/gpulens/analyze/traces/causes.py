@@ -36,24 +36,14 @@ import numpy.typing as npt
 
 from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.kernels import gpu_work_rows
-from gpulens.analyze.traces.model import MISSING, Bools, Ints, Trace
+from gpulens.analyze.traces.model import LAUNCH_CATEGORIES, MISSING, Ints, Trace
 
 CAUSES = ("data_loader", "sync", "launch_overhead", "cpu_ops", "gpu_wait", "unknown")
 LAUNCH_GAP_NS = 50_000
 DATA_LOADER_COVER = 0.5
-CPU_CATEGORIES = frozenset(
-    {
-        "cpu_op",
-        "Operator",
-        "user_annotation",
-        "python_function",
-        "cuda_runtime",
-        "Runtime",
-        "cuda_driver",
-        "mtia_runtime",
-    }
+CPU_CATEGORIES = frozenset({"cpu_op", "Operator", "user_annotation", "python_function"}) | (
+    LAUNCH_CATEGORIES
 )
-LAUNCH_CALL_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime"})
 OP_CATEGORIES = frozenset({"cpu_op", "Operator", "python_function"})
 PYTHON_CATEGORIES = frozenset({"python_function"})
 DATA_LOADER = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|dataloader", re.I)
@@ -86,7 +76,7 @@ def launch_rows(trace: Trace, gpu: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]
     """Row of the launch call (runtime/driver, same correlation) per GPU row; -1 where none."""
     ev = trace.events
     out = np.full(gpu.size, MISSING, dtype=np.intp)
-    cand = np.flatnonzero(trace.category_mask(LAUNCH_CALL_CATEGORIES) & (ev.correlation != MISSING))
+    cand = np.flatnonzero(trace.category_mask(LAUNCH_CATEGORIES) & (ev.correlation != MISSING))
     if cand.size == 0 or gpu.size == 0:
         return out
     corr = ev.correlation[cand]
@@ -371,8 +361,3 @@ def idle_causes(
         busy = int(covered(*_union(trace, ops), a, b).sum())
         python = int(covered(*_union(trace, py), a, b).sum())
     return IdleCauses(span, idle, totals, gaps, int(k_rows.size), shorter, busy, python)
-
-
-def gap_mask(gaps: Gaps, cause: str) -> Bools:
-    mask: Bools = gaps.cause == CAUSES.index(cause)
-    return mask

@@ -28,11 +28,8 @@ PHASES = ("X", "i", "I", "C", "B", "E", "other")
 GPU_WORK_CATEGORIES = frozenset(
     {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events"}
 )
-GPU_SYNC_CATEGORIES = frozenset({"cuda_sync"})
 # Host-side calls that launch accelerator work and carry its `correlation`.
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime"})
-# Flow categories linking a launch to its GPU activity (`id` = correlation).
-LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async"})
 
 
 class EventTable(msgspec.Struct, frozen=True):

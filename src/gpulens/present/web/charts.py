@@ -16,16 +16,9 @@ from gpulens.present.dashboard import (
     TracePage,
     WorkloadsPage,
 )
+from gpulens.present.markup import CAUSE_COLORS
 
 Figure = dict[str, Any]
-CAUSE_COLORS: dict[str, str] = {
-    "data_loader": "#d95f02",
-    "sync": "#e7298a",
-    "launch_overhead": "#7570b3",
-    "cpu_ops": "#e6ab02",
-    "gpu_wait": "#1b9e77",
-    "unknown": "#999999",
-}
 EVENT_COLORS: dict[str, str] = {
     "deploy": "#1f77b4",
     "version": "#7f7f7f",
