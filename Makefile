@@ -48,7 +48,7 @@ bench: $(RUNTIME)
 
 docs: $(RUNTIME)
 	$(BIN)/python -m gpulens.present.docs
-	$(BIN)/python -m gpulens.present.prom_rules
+	$(BIN)/python -m gpulens.present.prometheus.rules
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

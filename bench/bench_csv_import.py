@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpulens.app.ingest import ingest
 from gpulens.collect.csv_import import get_preset, parse_csv_table
 from gpulens.config import load_config
-from gpulens.present.ingest import ingest
 
 SHARED = Path(
     os.environ.get("GPULENS_SHARED", Path(__file__).resolve().parents[1].parent / "shared")

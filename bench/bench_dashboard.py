@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpulens.present.agent import AgentContext
+from gpulens.app.agent import AgentContext
 from gpulens.present.dashboard.service import Dashboard
 from gpulens.present.web.app import create_app
 
@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--range", default="7d", choices=["1h", "6h", "24h", "7d"])
     args = ap.parse_args()
-    ctx = AgentContext(data_dir=args.dir, live=None, registry=None)
+    ctx = AgentContext(data_dir=args.dir, live=None)
     gpu = Dashboard(ctx).gpus()[0].gpu_uuid
     names = list(API)
     cold: dict[str, list[float]] = {n: [] for n in names}

@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gpulens.app.generate import generate
 from gpulens.config import load_config
-from gpulens.present.generate import generate
 from gpulens.store import Store
 
 START_NS = 1_764_374_400 * 1_000_000_000  # 2025-11-29 00:00:00 UTC

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpulens.present.analysis import analyse
+from gpulens.app.analysis import analyse
 from gpulens.store import Store
 
 

@@ -31,6 +31,9 @@ from tempfile import TemporaryDirectory
 import httpx
 from prometheus_client import generate_latest
 
+from gpulens.app import session
+from gpulens.app.agent import AgentContext
+from gpulens.app.live import LiveState
 from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.findings.model import Finding, Severity
@@ -38,9 +41,7 @@ from gpulens.model import Kind, Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.pipeline.sinks import DiscardSink
-from gpulens.present import exporter, session
-from gpulens.present.agent import AgentContext
-from gpulens.present.live import LiveState
+from gpulens.present.prometheus import exporter
 
 S = 1_000_000_000
 
@@ -175,7 +176,9 @@ def run(scrapes: int, gpus: int, per_gpu: int, dcgm: bool) -> None:
         ("`LiveCollector.exposition()`: + text", median_ms(collector.exposition, scrapes)),
     ]
     with TemporaryDirectory() as tmp:
-        ctx = AgentContext(data_dir=Path(tmp), live=live, registry=registry)
+        ctx = AgentContext(
+            data_dir=Path(tmp), live=live, exposition=lambda: generate_latest(registry)
+        )
         app = create_app(ctx)
         fast = fast_app(collector)
         for label, served in (("`generate_latest`", app), ("`exposition()`", fast)):

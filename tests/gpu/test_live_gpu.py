@@ -12,14 +12,14 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpulens.analyze.schema import STATES
+from gpulens.app.live import LiveState
 from gpulens.clock import SystemClock
 from gpulens.collect.nvml.collector import NvmlCollector
 from gpulens.collect.nvml.pynvml_binding import PynvmlBinding
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler
 from gpulens.pipeline.sinks import DiscardSink
-from gpulens.present import exporter
-from gpulens.present.live import LiveState
+from gpulens.present.prometheus import exporter
 
 pytestmark = pytest.mark.gpu
 

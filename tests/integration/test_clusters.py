@@ -25,9 +25,9 @@ import pyarrow as pa
 import pytest
 
 from gpulens.analyze.fleet import GIB, align_samples, expand_curves, fleet_summary
+from gpulens.app.ingest import ingest
 from gpulens.collect.csv_import import read_quantile_curves
 from gpulens.config import load_config
-from gpulens.present.ingest import ingest
 from gpulens.store import Store
 
 ALIBABA_FILES = (

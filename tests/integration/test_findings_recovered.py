@@ -18,12 +18,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from gpulens.app.generate import generate
 from gpulens.collect.dcgm.parse import parse_exposition
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import load_config
 from gpulens.findings.engine import build_context, run_rules
 from gpulens.findings.model import Finding, Severity
-from gpulens.present.generate import generate
 from gpulens.store import SegmentWriter, Store
 from gpulens.store.frames import gpu_intervals
 

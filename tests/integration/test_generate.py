@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from gpulens.app.generate import generate, shards
 from gpulens.config import Config, load_config
-from gpulens.present.generate import generate, shards
 from gpulens.store import Store
 
 START = 1_764_374_400 * 1_000_000_000

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from gpulens.present import grafana
-from gpulens.present.prom_rules import DCGM_RULES_FILE, RULES_FILE, rule_groups, write_rules
+from gpulens.present.prometheus import grafana
+from gpulens.present.prometheus.rules import DCGM_RULES_FILE, RULES_FILE, rule_groups, write_rules
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"

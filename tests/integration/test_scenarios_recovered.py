@@ -18,11 +18,11 @@ import pytest
 
 from gpulens.analyze.efficiency import classify
 from gpulens.analyze.schema import ALL_COLUMNS, STATES
+from gpulens.app.generate import generate
 from gpulens.collect.dcgm.parse import parse_exposition
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.collect.simulated.scenarios import EXTRA_SCENARIOS, SCENARIOS
 from gpulens.config import load_config
-from gpulens.present.generate import generate
 from gpulens.store import SegmentWriter, Store
 from gpulens.store.frames import gpu_intervals
 

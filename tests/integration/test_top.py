@@ -13,13 +13,13 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+from gpulens.app import session
 from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.model import Reading
-from gpulens.present import session
-from gpulens.present.top import DetailScreen, TopApp
-from gpulens.present.top_feed import TopFeed
-from gpulens.present.top_table import RowTable
+from gpulens.present.top.app import DetailScreen, TopApp
+from gpulens.present.top.feed import TopFeed
+from gpulens.present.top.table import RowTable
 
 NS = 1_000_000_000
 START = 1_790_000_040 * NS

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpulens.present.trace_report import run_trace
+from gpulens.present.reports.trace import run_trace
 
 TRACES = "data/traces"
 HTA = "HolisticTraceAnalysis/tests/data"

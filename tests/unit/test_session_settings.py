@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpulens.app.session import analysis_settings
 from gpulens.config import load_config
 from gpulens.errors import ConfigError
-from gpulens.present.session import analysis_settings
 
 
 def test_overrides_replace_only_the_named_fields() -> None:

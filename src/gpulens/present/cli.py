@@ -37,11 +37,12 @@ from gpulens.errors import ConfigError, GpulensError
 from gpulens.present.lazy import lazy_module
 
 if TYPE_CHECKING:  # imported when a command first uses them: `gpulens trace` starts fast
+    from gpulens.app import session
     from gpulens.collect.simulated import SimulatedFleet
     from gpulens.pipeline.scheduler import TickResult
-    from gpulens.present import session, views
+    from gpulens.present import views
 else:
-    session = lazy_module("gpulens.present.session")
+    session = lazy_module("gpulens.app.session")
     views = lazy_module("gpulens.present.views")
 
 app = typer.Typer(
@@ -163,7 +164,7 @@ def _summary_table(cfg: Config) -> Table:
 
 def _print_findings(cfg: Config, limit: int = 10) -> None:
     """The run's findings, one line each, largest impact first."""
-    from gpulens.present.analysis import analyse
+    from gpulens.app.analysis import analyse
 
     store = session.open_store(cfg.data_dir)
     try:
@@ -194,7 +195,7 @@ def _print_findings(cfg: Config, limit: int = 10) -> None:
 
 def _generate_fast(cfg: Config, start: int, duration: float, interval: float) -> None:
     """All cores, a progress bar, no live line."""
-    from gpulens.present.generate import generate
+    from gpulens.app.generate import generate
 
     total = math.ceil(duration / interval)
     with Progress(
@@ -400,8 +401,8 @@ def ingest(
 ) -> None:
     """Store captured files as readings: dcgm-exporter pages, nvidia-smi XML or CSV, or any
     CSV export of telemetry (with --map, or a --preset)."""
+    from gpulens.app.ingest import ingest as run_ingest
     from gpulens.collect.csv_import import column_map_from_options
-    from gpulens.present.ingest import ingest as run_ingest
 
     cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
     ts_ns = None
@@ -498,8 +499,8 @@ def report(
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
 ) -> None:
     """A job report (--job) or a fleet report: useful work, waste and its price, findings."""
-    from gpulens.present.analysis import analyse
-    from gpulens.present.report import RENDERERS
+    from gpulens.app.analysis import analyse
+    from gpulens.present.reports.fleet import RENDERERS
     from gpulens.present.timespec import parse_when
 
     cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
@@ -548,7 +549,7 @@ def trace(
     ] = False,
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: idle gaps and their causes, per rank."""
-    from gpulens.present.trace_report import run_trace
+    from gpulens.present.reports.trace import run_trace
 
     try:
         text = run_trace(paths, format.value, output, compare or (), hta_window)

@@ -15,10 +15,10 @@ from gpulens.present.cli import app, err, out
 from gpulens.present.lazy import lazy_module
 
 if TYPE_CHECKING:
+    from gpulens.app import session
     from gpulens.collect.simulated import SimulatedFleet
-    from gpulens.present import session
 else:
-    session = lazy_module("gpulens.present.session")
+    session = lazy_module("gpulens.app.session")
 
 
 def _announce(url: str, token: str | None) -> None:
@@ -27,10 +27,15 @@ def _announce(url: str, token: str | None) -> None:
 
 
 def serve_agent(cfg: Config, collectors: list) -> None:  # type: ignore[type-arg]
-    """Run the agent over `collectors` until SIGTERM or SIGINT."""
-    from gpulens.present.agent import Agent
+    """Run the agent over `collectors` until SIGTERM or SIGINT.
 
-    agent = Agent(cfg, collectors, SystemClock())
+    This is where the running process is composed: the agent (app/) records and judges, and is
+    handed the dashboard's web app and the /metrics exporter (present/) to serve."""
+    from gpulens.app.agent import Agent
+    from gpulens.present.prometheus.exporter import metrics_source
+    from gpulens.present.web.app import create_app
+
+    agent = Agent(cfg, collectors, SystemClock(), web=create_app, metrics=metrics_source(cfg))
     agent.serve(on_ready=lambda url: _announce(url, cfg.get("agent.token")))
     err.print("gpulens agent stopped; buffered readings flushed")
 
@@ -70,7 +75,7 @@ def top(
 ) -> None:
     """Live terminal view: duty cycle, SM and tensor activity, memory, power and state per GPU,
     and the processes on them."""
-    from gpulens.present.top import run_top
+    from gpulens.present.top.app import run_top
 
     overrides: dict[str, object] = {"collect.interval_seconds": interval}
     if simulated:
@@ -93,7 +98,7 @@ def rules(
     ] = False,
 ) -> None:
     """Write Prometheus recording and alerting rules and the Grafana dashboard JSON."""
-    from gpulens.present.prom_rules import write_rules
+    from gpulens.present.prometheus.rules import write_rules
 
     for path in write_rules(output, idle_for=idle_for, dcgm=dcgm):
         out.print(f"wrote {path}")

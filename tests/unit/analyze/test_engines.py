@@ -101,8 +101,8 @@ def test_state_column_is_required() -> None:
 
 def test_simulated_eager_versus_tensorrt(tmp_path: Path) -> None:
     from gpulens.analyze.efficiency import classify
+    from gpulens.app.generate import generate
     from gpulens.config import load_config
-    from gpulens.present.generate import generate
     from gpulens.store import Store
     from gpulens.store.frames import gpu_intervals
 

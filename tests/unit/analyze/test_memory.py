@@ -194,10 +194,10 @@ def test_overprovisioned_suggests_the_smallest_fitting_mig_profile() -> None:
 
 
 def test_simulated_memory_leak_is_recovered(tmp_path: Path) -> None:
+    from gpulens.app.generate import generate
     from gpulens.collect.simulated import SimulatedFleet
     from gpulens.collect.simulated.scenarios import LEAK_BYTES_PER_SECOND
     from gpulens.config import load_config
-    from gpulens.present.generate import generate
     from gpulens.store import Store
     from gpulens.store.frames import gpu_intervals
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpulens.app import session
 from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.pipeline.sinks import DiscardSink
-from gpulens.present import session
 
 NS = 1_000_000_000
 START = 1_790_000_040 * NS  # on a whole minute

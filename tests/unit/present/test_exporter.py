@@ -14,11 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from gpulens import catalog
+from gpulens.app.live import GpuNow, LiveSnapshot, LiveState
 from gpulens.collect.dcgm.fields import lookup
 from gpulens.model import Kind
-from gpulens.present import exporter
-from gpulens.present.exporter import ATTRIBUTION_LABELS, ExporterOptions, LiveCollector
-from gpulens.present.live import GpuNow, LiveSnapshot, LiveState
+from gpulens.present.prometheus import exporter
+from gpulens.present.prometheus.exporter import ATTRIBUTION_LABELS, ExporterOptions, LiveCollector
 
 from .sim import NS, START, fleet, ticks
 

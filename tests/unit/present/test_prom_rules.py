@@ -12,8 +12,9 @@ from gpulens import catalog
 from gpulens.errors import ConfigError
 from gpulens.findings.engine import RULES
 from gpulens.model import Kind
-from gpulens.present import grafana, prom_rules
-from gpulens.present.exporter import PREFIX
+from gpulens.present.prometheus import grafana
+from gpulens.present.prometheus import rules as prom_rules
+from gpulens.present.prometheus.exporter import PREFIX
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 #: series the exporter writes besides the catalog's GPU metrics
@@ -40,7 +41,7 @@ def exported() -> set[str]:
 @pytest.mark.parametrize("rel", sorted(prom_rules.examples()))
 def test_committed_examples_are_current(rel: str) -> None:
     path = DOCS / rel
-    fix = "run `python -m gpulens.present.prom_rules`"
+    fix = "run `python -m gpulens.present.prometheus.rules`"
     assert path.exists(), f"{path} is missing: {fix}"
     assert path.read_text(encoding="utf-8") == prom_rules.examples()[rel], f"{path} is stale: {fix}"
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
-from gpulens.present.report import dumps
+from gpulens.present.reports.fleet import dumps
 
 
 def _finding(i: int) -> Finding:

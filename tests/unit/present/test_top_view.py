@@ -8,14 +8,14 @@ from statistics import fmean
 
 import pytest
 
+from gpulens.app import session
+from gpulens.app.live import CollectorHealth, GpuNow, LiveSnapshot, ProcessNow
 from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.model import Kind, Reading
-from gpulens.present import session
-from gpulens.present.live import CollectorHealth, GpuNow, LiveSnapshot, ProcessNow
-from gpulens.present.top_feed import TopFeed
-from gpulens.present.top_table import column_widths, line
-from gpulens.present.top_view import (
+from gpulens.present.top.feed import TopFeed
+from gpulens.present.top.table import column_widths, line
+from gpulens.present.top.view import (
     GPU_COLUMNS,
     MISSING,
     PROCESS_COLUMNS,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from gpulens.app.generate import generate
 from gpulens.clock import FakeClock
 from gpulens.config import load_config
 from gpulens.model import Kind, Reading
-from gpulens.present.generate import generate
 from gpulens.store import SegmentWriter, Store, maintain
 from gpulens.store.frame_cache import CacheStats, cached_days, frame_files
 from gpulens.store.frames import gpu_intervals, materialize_day

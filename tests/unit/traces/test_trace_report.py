@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpulens.errors import TraceFormatError
-from gpulens.present.trace_report import run_trace
+from gpulens.present.reports.trace import run_trace
 
 from .scenarios import every_cause, rank
 

@@ -2,7 +2,7 @@
 columns, metric columns) mapped onto catalog metrics, with presets for published traces.
 
 Pure parse: bytes or files in, pyarrow tables per reading kind out; storing is the caller's job
-(`gpulens.present.ingest`). docs/importing.md describes the options.
+(`gpulens.app.ingest`). docs/importing.md describes the options.
 """
 
 from gpulens.collect.csv_import.curves import read_quantile_curves

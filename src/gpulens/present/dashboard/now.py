@@ -6,8 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from gpulens.app.live import LiveSnapshot
 from gpulens.present.dashboard.common import gpu_label, num
-from gpulens.present.live import LiveSnapshot
 
 
 @dataclass

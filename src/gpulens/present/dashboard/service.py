@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from gpulens.present.agent import AgentContext
+from gpulens.app.agent import AgentContext
 from gpulens.present.dashboard.common import Analysed, Settings, analyse_window
 from gpulens.present.dashboard.findings import FindingsPage, findings_page
 from gpulens.present.dashboard.fleet import FleetPage, fleet_page

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpulens.analyze.traces.causes import CAUSES
 from gpulens.present.dashboard.common import num
-from gpulens.present.trace_report import TRACE_SUFFIXES, build_view
+from gpulens.present.reports.trace import TRACE_SUFFIXES, build_view
 
 MAX_LISTED = 500
 MAX_DEPTH = 4

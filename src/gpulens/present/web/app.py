@@ -21,12 +21,12 @@ from fastapi.exception_handlers import (
 )
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.middleware.gzip import GZipMiddleware
 
 from gpulens import __version__
+from gpulens.app.agent import AgentContext
 from gpulens.errors import StoreError
-from gpulens.present.agent import AgentContext
 from gpulens.present.dashboard.service import Dashboard
 from gpulens.present.web import api, pages
 from gpulens.present.web.security import (
@@ -129,11 +129,9 @@ def create_app(ctx: AgentContext) -> FastAPI:
     @app.get("/metrics", response_class=PlainTextResponse, tags=["prometheus"])
     def metrics() -> Response:
         """Prometheus exposition of the live state (fresh families on every scrape)."""
-        if ctx.exposition is not None:
-            return Response(ctx.exposition(), media_type=CONTENT_TYPE_LATEST)
-        if ctx.registry is None:
+        if ctx.exposition is None:
             return PlainTextResponse("", media_type=CONTENT_TYPE_LATEST)
-        return Response(generate_latest(ctx.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(ctx.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/static/plotly.min.js", include_in_schema=False)
     def plotly_js(request: Request) -> Response:

@@ -16,7 +16,7 @@ from gpulens.present.dashboard import (
     TracePage,
     WorkloadsPage,
 )
-from gpulens.present.markup import CAUSE_COLORS
+from gpulens.present.reports.markup import CAUSE_COLORS
 
 Figure = dict[str, Any]
 EVENT_COLORS: dict[str, str] = {

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from gpulens.app.ingest import FORMATS, ingest
 from gpulens.collect.csv_import import CsvImportError, column_map_from_options
 from gpulens.config import Config, load_config
 from gpulens.errors import ConfigError
-from gpulens.present.ingest import FORMATS, ingest
 from gpulens.store import Store
 
 GOOD = "time,node,util\n2026-11-29T14:00:00Z,n1,50\n2026-11-29T14:00:10Z,n1,75\n"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from gpulens.app.agent import AgentContext
+from gpulens.app.generate import generate
 from gpulens.config import load_config
-from gpulens.present.agent import AgentContext
-from gpulens.present.generate import generate
 from gpulens.present.web.app import create_app
 
 from .helpers import SCENARIOS, TestClient, kineto
@@ -57,7 +57,7 @@ def make_app(store_dir: Path, trace_dir: Path) -> Callable[..., FastAPI]:
     def make(**kw: Any) -> FastAPI:
         kw.setdefault("trace_dirs", (trace_dir,))
         kw.setdefault("data_dir", store_dir)
-        ctx = AgentContext(live=None, registry=None, **kw)
+        ctx = AgentContext(live=None, **kw)
         return create_app(ctx)
 
     return make

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulens.present.analysis import analyse
+from gpulens.app.analysis import analyse
 from gpulens.present.dashboard import (
     Settings,
     analyse_window,

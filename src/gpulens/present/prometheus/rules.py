@@ -14,8 +14,9 @@ useful work is the busiest math pipe's activity. Every field is matched under it
 its DCGM 4.6 name (`collect.dcgm.fields.FIELD_IDS`).
 
 `write_rules` writes the rule file and, for the agent's metrics, the Grafana dashboard
-(`present.grafana`). `python -m gpulens.present.prom_rules [docs_dir]` regenerates the examples
-committed under docs/prometheus/ and docs/grafana/; a test fails when they are stale.
+(`grafana.py` beside this module). `python -m gpulens.present.prometheus.rules [docs_dir]`
+regenerates the examples committed under docs/prometheus/ and docs/grafana/; a test fails
+when they are stale.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gpulens import catalog
 from gpulens.analyze.efficiency import Thresholds
 from gpulens.collect.dcgm.fields import FIELD_IDS
 from gpulens.errors import ConfigError
-from gpulens.present import grafana
+from gpulens.present.prometheus import grafana
 
 RULES_FILE = "gpulens.rules.yml"
 DCGM_RULES_FILE = "gpulens-dcgm.rules.yml"

@@ -11,12 +11,12 @@ import threading
 from collections.abc import Sequence
 
 from gpulens.analyze.efficiency import Thresholds
+from gpulens.app.live import LiveSnapshot, LiveState
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.pipeline.sinks import DiscardSink
-from gpulens.present.live import LiveSnapshot, LiveState
 
 
 class TopFeed:

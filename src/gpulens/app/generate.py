@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from queue import Empty
 from typing import Any
 
+from gpulens.app import session
 from gpulens.clock import PacedClock
 from gpulens.config import Config
 from gpulens.errors import CollectError
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler
-from gpulens.present import session
 from gpulens.store import SegmentWriter, WriterStats
 from gpulens.units import s_to_ns
 

@@ -22,20 +22,19 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from prometheus_client.registry import CollectorRegistry
 
 from gpulens.analyze.prices import Prices
+from gpulens.app import session
+from gpulens.app.live import LiveState
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.config import Config
 from gpulens.errors import CollectError, ConfigError
 from gpulens.pipeline.scheduler import Scheduler, TickResult
-from gpulens.present import exporter, session
-from gpulens.present.live import LiveState
 from gpulens.store import SegmentWriter, Store, WriterStats
 
 if TYPE_CHECKING:
-    from gpulens.present.analysis import ReportView
+    from gpulens.app.analysis import ReportView
 
 NS = 1_000_000_000
 
@@ -65,11 +64,10 @@ def is_loopback(host: str) -> bool:
 @dataclass
 class AgentContext:
     """What the web app serves from: the store, the live state, the settings that price and
-    judge, the exporter registry, and the security settings."""
+    judge, the /metrics text, and the security settings."""
 
     data_dir: Path
     live: LiveState | None
-    registry: CollectorRegistry | None
     prices: Prices = field(default_factory=Prices)
     region: str | float = "world"
     quotas: dict[str, float] | None = None
@@ -77,7 +75,7 @@ class AgentContext:
     token: str | None = None
     trace_dirs: tuple[Path, ...] = ()
     max_upload_bytes: int = 256 * 1024 * 1024
-    exposition: Callable[[], bytes] | None = None  # /metrics text; else from `registry`
+    exposition: Callable[[], bytes] | None = None  # /metrics text; empty without it
     _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _store: Store | None = field(default=None, repr=False)
 
@@ -102,7 +100,6 @@ def context_from_config(cfg: Config) -> AgentContext:
     return AgentContext(
         data_dir=cfg.data_dir,
         live=None,
-        registry=None,
         prices=session.prices(cfg),
         region=session.carbon_region(cfg),
         quotas=session.quotas(cfg),
@@ -113,10 +110,27 @@ def context_from_config(cfg: Config) -> AgentContext:
     )
 
 
-class Agent:
-    """Collectors → store + live state, findings in the background, one HTTP port."""
+WebApp = Callable[[AgentContext], Any]
+"""Builds the ASGI app the agent serves from its context (present/web's `create_app`)."""
+Metrics = Callable[[LiveState, AgentContext], Callable[[], bytes]]
+"""Builds the /metrics text source over the live state (present/prometheus's exporter)."""
 
-    def __init__(self, cfg: Config, collectors: Sequence[Collector], clock: Clock) -> None:
+
+class Agent:
+    """Collectors → store + live state, findings in the background, one HTTP port.
+
+    The agent runs things and shows nothing: whoever composes the process (the CLI) hands it
+    the web app and the /metrics source to serve."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        collectors: Sequence[Collector],
+        clock: Clock,
+        *,
+        web: WebApp,
+        metrics: Metrics,
+    ) -> None:
         self.cfg = cfg
         self.collectors = list(collectors)
         self.clock = clock
@@ -143,14 +157,8 @@ class Agent:
             prices=ctx.prices,
             region=ctx.region,
         )
-        options = exporter.ExporterOptions(
-            dcgm_names=bool(cfg.get("agent.dcgm_names")),
-            pid_labels=bool(cfg.get("agent.pid_labels")),
-        )
-        self.collector = exporter.LiveCollector(self.live.snapshot, ctx.prices, options)
-        self.registry = ctx.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self.collector)
-        ctx.exposition = self.collector.exposition
+        ctx.exposition = metrics(self.live, ctx)
+        self._web = web
         self.stop = threading.Event()
         self.errors: list[str] = []
         self._refresh_every = max(1, round(5.0 / cfg.get("collect.interval_seconds")))
@@ -215,7 +223,7 @@ class Agent:
             self.live.set_findings(view.findings, now)
 
     def _analyse(self, start_ns: int, end_ns: int, store: Store) -> ReportView:
-        from gpulens.present.analysis import analyse
+        from gpulens.app.analysis import analyse
 
         ctx = self.context
         return analyse(
@@ -252,9 +260,7 @@ class Agent:
 
     def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Run until SIGTERM or SIGINT: background work plus the HTTP server on one port."""
-        from gpulens.present.web.app import create_app
-
-        app = create_app(self.context)
+        app = self._web(self.context)
         sock = self._bind()
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
         server = self._server = _Server(config)

@@ -21,7 +21,7 @@ from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.ranks import RankAnalysis, analyze_job
 from gpulens.errors import TraceFormatError
 from gpulens.findings.traces import trace_findings
-from gpulens.present.markup import CAUSE_COLORS, html_table, md_table, num, page_css
+from gpulens.present.reports.markup import CAUSE_COLORS, html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 1
 FORMATS = ("terminal", "markdown", "html", "json")

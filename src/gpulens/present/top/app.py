@@ -17,13 +17,13 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from gpulens.app import session
+from gpulens.app.live import LiveSnapshot
 from gpulens.clock import SystemClock
 from gpulens.config import Config
-from gpulens.present import session
-from gpulens.present.live import LiveSnapshot
-from gpulens.present.top_feed import TopFeed
-from gpulens.present.top_table import RowTable
-from gpulens.present.top_view import (
+from gpulens.present.top.feed import TopFeed
+from gpulens.present.top.table import RowTable
+from gpulens.present.top.view import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
     GpuDetail,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import utils as prometheus_utils
 from prometheus_client.core import (
@@ -33,9 +34,13 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from gpulens import catalog
 from gpulens.analyze.prices import Prices
 from gpulens.analyze.schema import STATES
+from gpulens.app.live import GpuNow, LiveSnapshot, LiveState
+from gpulens.config import Config
 from gpulens.model import Kind
 from gpulens.pipeline.selfstats import STORE_STAT_METRICS
-from gpulens.present.live import GpuNow, LiveSnapshot
+
+if TYPE_CHECKING:
+    from gpulens.app.agent import AgentContext
 
 Family = type[GaugeMetricFamily] | type[CounterMetricFamily] | type[UnknownMetricFamily]
 PREFIX = "gpulens_"
@@ -387,3 +392,16 @@ def registry(
     reg = CollectorRegistry(auto_describe=False)
     reg.register(LiveCollector(snapshot, prices, options))
     return reg
+
+
+def metrics_source(cfg: Config) -> Callable[[LiveState, AgentContext], Callable[[], bytes]]:
+    """What the agent is handed to serve /metrics: the live collector's text over its live
+    state, with the exporter options of `cfg` (`agent.dcgm_names`, `agent.pid_labels`)."""
+    options = ExporterOptions(
+        dcgm_names=bool(cfg.get("agent.dcgm_names")), pid_labels=bool(cfg.get("agent.pid_labels"))
+    )
+
+    def build(live: LiveState, ctx: AgentContext) -> Callable[[], bytes]:
+        return LiveCollector(live.snapshot, ctx.prices, options).exposition
+
+    return build

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from gpulens.present.analysis import ReportView
-from gpulens.present.markup import html_table, md_table, num, page_css
+from gpulens.app.analysis import ReportView
+from gpulens.present.reports.markup import html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 1
 

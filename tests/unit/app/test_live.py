@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from present.sim import NS, START, fleet, ticks
 
+from gpulens.app.live import LiveState, gpu_key
 from gpulens.model import Kind
-from gpulens.present.live import LiveState, gpu_key
-
-from .sim import NS, START, fleet, ticks
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpulens.app.analysis import analyse
 from gpulens.model import Kind, Reading, event
-from gpulens.present.analysis import analyse
 from gpulens.store import SegmentWriter, Store
 
 NS = 1_000_000_000

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from statistics import fmean
 
 from gpulens import catalog
-from gpulens.present.live import GpuNow, LiveSnapshot, ProcessNow, gpu_key
+from gpulens.app.live import GpuNow, LiveSnapshot, ProcessNow, gpu_key
 
 MISSING = "–"
 GIB = 1024**3
