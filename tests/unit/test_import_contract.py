@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,3 +114,60 @@ def test_a_planted_import_breaks_its_contract(
     broken = _broken(result.stdout)
     for name in contracts:
         assert any(b.startswith(name) for b in broken), (name, broken, result.stdout[-2000:])
+
+
+def _circles(graph: grimp.ImportGraph, prefixes: tuple[str, ...]) -> list[list[str]]:
+    """The import circles (strongly connected groups of two or more modules) among the modules
+    under `prefixes`."""
+    modules = sorted(m for m in graph.modules if m.startswith(prefixes))
+    inside = set(modules)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m) & inside) for m in modules}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        on_stack.add(module)
+        for other in edges[module]:
+            if other not in order:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], order[other])
+        if low[module] == order[module]:
+            group = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                group.append(top)
+                if top == module:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for module in modules:
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def test_no_import_circle_in_app_or_present() -> None:
+    """Not even through imports made only for type checking."""
+    graph = grimp.build_graph("gpulens", cache_dir=None)
+    assert _circles(graph, ("gpulens.present", "gpulens.app")) == []
+
+
+def test_no_import_circle_at_run_time() -> None:
+    graph = grimp.build_graph("gpulens", exclude_type_checking_imports=True, cache_dir=None)
+    assert _circles(graph, ("gpulens",)) == []
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    graph = grimp.ImportGraph()
+    for importer, imported in [("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")]:
+        graph.add_import(importer=importer, imported=imported)
+    assert _circles(graph, ("p",)) == [["p.a", "p.b", "p.c"]]

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -34,6 +33,7 @@ from gpulens import __version__
 from gpulens.clock import PacedClock, SystemClock
 from gpulens.config import Config, load_config
 from gpulens.errors import ConfigError, GpulensError
+from gpulens.present.console import app, err, out
 from gpulens.present.lazy import lazy_module
 
 if TYPE_CHECKING:  # imported when a command first uses them: `gpulens trace` starts fast
@@ -45,13 +45,6 @@ else:
     session = lazy_module("gpulens.app.session")
     views = lazy_module("gpulens.present.views")
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="gpulens shows what GPUs really do: useful work versus duty cycle, and who wastes it.",
-)
-out = Console()
-err = Console(stderr=True)
 _state = {"debug": False}
 
 DEMO_DATA_DIR = Path("demo-data")

@@ -1,5 +1,6 @@
 """The long-running commands: `gpulens agent`, `gpulens top`, `gpulens rules`, and the live part
-of `gpulens demo`. Registered on the `gpulens` command by `present.cli`."""
+of `gpulens demo`. Registered on the `gpulens` command (present/console.py) when present/cli.py
+imports this module."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import typer
 
 from gpulens.clock import SystemClock
 from gpulens.config import Config, load_config
-from gpulens.present.cli import app, err, out
+from gpulens.present.console import app, err, out
 from gpulens.present.lazy import lazy_module
 
 if TYPE_CHECKING:
