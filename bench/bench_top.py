@@ -28,12 +28,12 @@ import statistics
 import time
 
 from gpulens.app import session
+from gpulens.app.top_feed import TopFeed
 from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.model import Kind, Reading
 from gpulens.pipeline.scheduler import TickResult
 from gpulens.present.top.app import TopApp
-from gpulens.present.top.feed import TopFeed
 from gpulens.present.top.table import RowTable
 
 NS = 1_000_000_000

@@ -14,11 +14,11 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from gpulens.app import session
+from gpulens.app.top_feed import TopFeed
 from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.model import Reading
 from gpulens.present.top.app import DetailScreen, TopApp
-from gpulens.present.top.feed import TopFeed
 from gpulens.present.top.table import RowTable
 
 NS = 1_000_000_000

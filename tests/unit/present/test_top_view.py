@@ -10,10 +10,10 @@ import pytest
 
 from gpulens.app import session
 from gpulens.app.live import CollectorHealth, GpuNow, LiveSnapshot, ProcessNow
+from gpulens.app.top_feed import TopFeed
 from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.model import Kind, Reading
-from gpulens.present.top.feed import TopFeed
 from gpulens.present.top.table import column_widths, line
 from gpulens.present.top.view import (
     GPU_COLUMNS,

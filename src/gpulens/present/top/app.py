@@ -19,9 +19,9 @@ from textual.widgets import Footer, Input, Static
 
 from gpulens.app import session
 from gpulens.app.live import LiveSnapshot
+from gpulens.app.top_feed import TopFeed
 from gpulens.clock import SystemClock
 from gpulens.config import Config
-from gpulens.present.top.feed import TopFeed
 from gpulens.present.top.table import RowTable
 from gpulens.present.top.view import (
     GPU_COLUMNS,
