@@ -12,16 +12,14 @@ Kubernetes AI conformance submissions, read in place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from gpulens.app.generate import generate
 from gpulens.collect.dcgm.parse import parse_exposition
-from gpulens.collect.simulated import SimulatedFleet
-from gpulens.config import load_config
 from gpulens.findings.engine import build_context, run_rules
 from gpulens.findings.model import Finding, Severity
 from gpulens.store import SegmentWriter, Store
@@ -53,33 +51,20 @@ EFFICIENCY = {
 }  # fmt: skip
 
 Fleet = tuple[list[Finding], list[dict[str, Any]]]
+Simulate = Callable[..., Any]  # the `simulated_store` fixture (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+def fleet(tmp_path_factory: pytest.TempPathFactory, simulated_store: Simulate) -> Fleet:
     data_dir = tmp_path_factory.mktemp("findings")
-    cfg = load_config(
-        env={},
-        overrides={
-            "data_dir": str(data_dir),
-            "host": "gen",
-            "simulated.hosts": 4,
-            "simulated.gpus_per_host": 4,
-            "simulated.scenarios": ORDER,
-            "store.flush_seconds": 600.0,
-        },
-    )
-    generate(cfg, START, START + SPAN_S * NS, workers=2)
-    truth = SimulatedFleet(
-        hosts=4, gpus_per_host=4, seed=cfg.get("simulated.seed"), scenarios=ORDER, start_ns=START
-    ).ground_truth()
+    sim = simulated_store(data_dir, START, SPAN_S, hosts=4, scenarios=ORDER, workers=2)
     with Store(data_dir) as store:
         frame = gpu_intervals(store, STEP_S)
         events = store.query("SELECT * FROM event")
     ctx = build_context(frame, events)
     found = run_rules(ctx)
     assert ctx.errors == []
-    return found, truth
+    return found, sim.ground_truth()
 
 
 def _job(truth: list[dict[str, Any]], scenario: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ the CNCF Kubernetes AI conformance submissions, read in place.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,8 @@ import pytest
 
 from gpulens.analyze.efficiency import classify
 from gpulens.analyze.schema import ALL_COLUMNS, STATES
-from gpulens.app.generate import generate
 from gpulens.collect.dcgm.parse import parse_exposition
-from gpulens.collect.simulated import SimulatedFleet
 from gpulens.collect.simulated.scenarios import EXTRA_SCENARIOS, SCENARIOS
-from gpulens.config import load_config
 from gpulens.store import SegmentWriter, Store
 from gpulens.store.frames import gpu_intervals
 
@@ -30,32 +28,20 @@ START = 1_764_374_400 * 1_000_000_000
 SPAN_S = 40 * 60
 STEP_S = 60.0
 NS = 1_000_000_000
+Simulate = Callable[..., Any]  # the `simulated_store` fixture (tests/conftest.py)
 
 
 @pytest.fixture(scope="module", params=(*SCENARIOS, *EXTRA_SCENARIOS))
 def scenario(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    simulated_store: Simulate,
 ) -> tuple[str, pa.Table, list[dict[str, Any]]]:
     name: str = request.param
-    data_dir = tmp_path_factory.mktemp(name)
-    cfg = load_config(
-        env={},
-        overrides={
-            "data_dir": str(data_dir),
-            "host": "gen",
-            "simulated.hosts": 1,
-            "simulated.gpus_per_host": 4,
-            "simulated.scenarios": [name],
-            "store.flush_seconds": 600.0,
-        },
-    )
-    generate(cfg, START, START + SPAN_S * NS, workers=2)
-    truth = SimulatedFleet(
-        hosts=1, gpus_per_host=4, seed=cfg.get("simulated.seed"), scenarios=[name], start_ns=START
-    ).ground_truth()
-    with Store(data_dir) as store:
+    sim = simulated_store(tmp_path_factory.mktemp(name), START, SPAN_S, scenarios=[name], workers=2)
+    with Store(sim.data_dir) as store:
         frame = classify(gpu_intervals(store, STEP_S))
-    return name, frame, truth
+    return name, frame, sim.ground_truth()
 
 
 def _rows_of(frame: pa.Table, uuid: str) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,23 +100,16 @@ def test_state_column_is_required() -> None:
         recommend_engine_migration(pa.Table.from_pylist(_rows("pytorch", "a", 2)))
 
 
-def test_simulated_eager_versus_tensorrt(tmp_path: Path) -> None:
+def test_simulated_eager_versus_tensorrt(
+    tmp_path: Path, simulated_store: Callable[..., Any]
+) -> None:
     from gpulens.analyze.efficiency import classify
-    from gpulens.app.generate import generate
-    from gpulens.config import load_config
     from gpulens.store import Store
     from gpulens.store.frames import gpu_intervals
 
     span = 20 * 60
-    cfg = load_config(
-        env={},
-        overrides={
-            "data_dir": str(tmp_path), "host": "gen", "simulated.hosts": 1,
-            "simulated.gpus_per_host": 2, "store.flush_seconds": 600.0,
-            "simulated.scenarios": ["eager_inference", "tensorrt_inference"],
-        },
-    )  # fmt: skip
-    generate(cfg, T0, T0 + span * NS, workers=1)
+    scenarios = ["eager_inference", "tensorrt_inference"]
+    simulated_store(tmp_path, T0, span, gpus_per_host=2, scenarios=scenarios)
     with Store(tmp_path) as store:
         frame = classify(gpu_intervals(store, 60.0, T0, T0 + span * NS))
     (rec,) = recommend_engine_migration(frame).to_pylist()

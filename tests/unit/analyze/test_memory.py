@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -193,31 +194,16 @@ def test_overprovisioned_suggests_the_smallest_fitting_mig_profile() -> None:
     assert out["t4ish"]["mig_profile"] is None and out["t4ish"]["smaller_gpu"] == "NVIDIA T4"
 
 
-def test_simulated_memory_leak_is_recovered(tmp_path: Path) -> None:
-    from gpulens.app.generate import generate
-    from gpulens.collect.simulated import SimulatedFleet
+def test_simulated_memory_leak_is_recovered(
+    tmp_path: Path, simulated_store: Callable[..., Any]
+) -> None:
     from gpulens.collect.simulated.scenarios import LEAK_BYTES_PER_SECOND
-    from gpulens.config import load_config
     from gpulens.store import Store
     from gpulens.store.frames import gpu_intervals
 
     span_s = 2 * 3600
-    cfg = load_config(
-        env={},
-        overrides={
-            "data_dir": str(tmp_path),
-            "host": "gen",
-            "simulated.hosts": 1,
-            "simulated.gpus_per_host": 1,
-            "simulated.scenarios": ["memory_leak"],
-            "store.flush_seconds": 600.0,
-        },
-    )
-    generate(cfg, T0, T0 + span_s * NS, workers=1)
-    truth = SimulatedFleet(
-        hosts=1, gpus_per_host=1, seed=cfg.get("simulated.seed"), scenarios=["memory_leak"],
-        start_ns=T0,
-    ).ground_truth()[0]  # fmt: skip
+    sim = simulated_store(tmp_path, T0, span_s, gpus_per_host=1, scenarios=["memory_leak"])
+    truth = sim.ground_truth()[0]
     expected = next(f for f in truth["expected_findings"] if f["rule_id"] == "memory_leak")
     with Store(tmp_path) as store:
         frame = gpu_intervals(store, STEP, T0, T0 + span_s * NS)

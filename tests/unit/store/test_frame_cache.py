@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from gpulens.app.generate import generate
 from gpulens.clock import FakeClock
-from gpulens.config import load_config
 from gpulens.model import Kind, Reading
 from gpulens.store import SegmentWriter, Store, maintain
 from gpulens.store.frame_cache import CacheStats, cached_days, frame_files
@@ -24,27 +24,18 @@ START = MIDNIGHT - 3 * 3600 * NS  # 21:00 the day before
 END = MIDNIGHT + NS_PER_DAY + 2 * 3600 * NS  # 02:00 on the day after: 2025-11-30 is closed
 DAY = date(2025, 11, 30)
 KEYS = ("host", "gpu_uuid", "mig_instance", "start_ns")
+Simulate = Callable[..., Any]  # the `simulated_store` fixture (tests/conftest.py)
 
 
-def _build(root: Path) -> None:
-    cfg = load_config(
-        env={},
-        overrides={
-            "data_dir": str(root),
-            "host": "gen",
-            "simulated.hosts": 1,
-            "simulated.gpus_per_host": 2,
-            "collect.interval_seconds": 30.0,
-            "store.flush_seconds": 3600.0,
-        },
-    )
-    generate(cfg, START, END, workers=2)
+def _build(simulate: Simulate, root: Path) -> None:
+    span_s = (END - START) // NS
+    simulate(root, START, span_s, gpus_per_host=2, interval_s=30.0, flush_s=3600.0, workers=2)
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def root(tmp_path_factory: pytest.TempPathFactory, simulated_store: Simulate) -> Path:
     path: Path = tmp_path_factory.mktemp("framecache")
-    _build(path)
+    _build(simulated_store, path)
     return path
 
 
@@ -79,8 +70,8 @@ def test_cached_equals_raw(root: Path, step: float) -> None:
                                                                      use_cache=False))  # fmt: skip
 
 
-def test_a_new_segment_makes_the_cache_stale(tmp_path: Path) -> None:
-    _build(tmp_path)
+def test_a_new_segment_makes_the_cache_stale(tmp_path: Path, simulated_store: Simulate) -> None:
+    _build(simulated_store, tmp_path)
     materialize_day(tmp_path, DAY)
     with Store(tmp_path) as store:
         stats = CacheStats()
@@ -97,8 +88,8 @@ def test_a_new_segment_makes_the_cache_stale(tmp_path: Path) -> None:
         assert max(v for v in cached.column("duty").to_pylist() if v is not None) > 1.0
 
 
-def test_a_corrupt_cache_file_is_ignored(tmp_path: Path) -> None:
-    _build(tmp_path)
+def test_a_corrupt_cache_file_is_ignored(tmp_path: Path, simulated_store: Simulate) -> None:
+    _build(simulated_store, tmp_path)
     path = materialize_day(tmp_path, DAY)
     path.write_bytes(b"not parquet at all")
     with Store(tmp_path) as store:
@@ -108,8 +99,10 @@ def test_a_corrupt_cache_file_is_ignored(tmp_path: Path) -> None:
         _same(cached, gpu_intervals(store, 3600.0, use_cache=False))
 
 
-def test_maintenance_materializes_and_retention_removes(tmp_path: Path) -> None:
-    _build(tmp_path)
+def test_maintenance_materializes_and_retention_removes(
+    tmp_path: Path, simulated_store: Simulate
+) -> None:
+    _build(simulated_store, tmp_path)
     clock = FakeClock(END + 3600 * NS)  # 03:00 on 2025-12-01: two days are closed
     result = maintain(tmp_path, keep_days=30, compact_min_age_seconds=0, clock=clock)
     assert result.frames_materialized == 2
