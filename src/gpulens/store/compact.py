@@ -2,8 +2,8 @@
 
 Protocol (crash-safe at every instant, see docs/storage.md):
 
-1. take the partition's compaction lock (`flock` on `<kind>/.compact.lock`, released by the
-   kernel if the process dies) so two compactions never merge the same inputs;
+1. take the partition's compaction lock (`flock` on `<kind>/.compact-date=YYYY-MM-DD.lock`,
+   released by the kernel if the process dies) so two compactions never merge the same inputs;
 2. choose inputs among the *live* files: for a past day every live file (segments and earlier
    compacted files), for today only segments older than `min_age_seconds`;
 3. write the merged, sorted rows to a temporary name, with the input names in the footer
@@ -15,6 +15,10 @@ Protocol (crash-safe at every instant, see docs/storage.md):
 
 A crash before step 3 leaves only an invisible temporary file; a crash after it leaves
 superseded inputs that readers already ignore and the next run deletes.
+
+A lock file outlives its partition only until `remove_stale_locks` (run by retention) takes it
+and deletes it; a lock is held only by a descriptor that is still the file at the lock's path,
+so a lock deleted between someone's `open` and `flock` never admits two compactions.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ from gpulens.store.layout import (
     write_atomic,
 )
 from gpulens.store.schema import TS, ZSTD_LEVEL, normalize, write_options
+
+LOCK_PREFIX = ".compact-"
+LOCK_SUFFIX = ".lock"
 
 #: called with the name of each step, for tests that interrupt compaction midway
 StepHook = Callable[[str], None]
@@ -93,6 +100,9 @@ def compact(
             with _locked(part) as got:
                 if not got:
                     result.skipped_locked += 1
+                    continue
+                if not part.is_dir():  # deleted by retention since it was listed
+                    lock_path(part).unlink(missing_ok=True)  # ours: held, so nobody compacts
                     continue
                 files, superseded = live.partition(part)
                 _delete_superseded(live, part, superseded, now, delete_grace_seconds, result)
@@ -231,17 +241,70 @@ def _unlink(path: Path, result: CompactionResult) -> bool:
     return True
 
 
+def lock_path(part: Path) -> Path:
+    """The compaction lock of the partition directory `part`: `<kind>/.compact-<part>.lock`."""
+    return part.parent / f"{LOCK_PREFIX}{part.name}{LOCK_SUFFIX}"
+
+
+def remove_stale_locks(data_dir: Path, kind: Kind) -> int:
+    """Delete the compaction locks of `kind` whose partition no longer exists (deleted by
+    retention, or by hand); returns how many. A lock is deleted only while this process holds
+    it, so one that another process holds stays until a later run, as does one it cannot open
+    or delete (a stale lock file is only an empty file)."""
+    root = Path(data_dir) / kind.value
+    removed = 0
+    for lock in sorted(root.glob(f"{LOCK_PREFIX}*{LOCK_SUFFIX}")):
+        part = root / lock.name.removeprefix(LOCK_PREFIX).removesuffix(LOCK_SUFFIX)
+        if part.exists():
+            continue
+        try:
+            fd = _take(lock, create=False)
+        except OSError:
+            continue
+        if fd is None:
+            continue
+        try:
+            if not part.exists():  # checked again while held: no compaction runs on it now
+                lock.unlink(missing_ok=True)
+                removed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    if removed:
+        fsync_dir(root)
+    return removed
+
+
+def _take(lock: Path, *, create: bool) -> int | None:
+    """A descriptor holding the exclusive `flock` of `lock`, or None: another process holds it,
+    or the file is not at `lock` any more (deleted, or replaced, by `remove_stale_locks` between
+    our open and our flock: the lock now is the file at the path, if any)."""
+    try:
+        fd = os.open(lock, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    except FileNotFoundError:
+        return None
+    taken = False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held, now = os.fstat(fd), lock.stat()
+        taken = (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
+    except (BlockingIOError, FileNotFoundError):
+        pass
+    finally:
+        if not taken:
+            os.close(fd)
+    return fd if taken else None
+
+
 @contextmanager
 def _locked(part: Path) -> Iterator[bool]:
     """Hold the compaction lock of a partition; yields False when another process holds it."""
-    lock = part.parent / f".compact-{part.name}.lock"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _take(lock_path(part), create=True)
+    if fd is None:
+        yield False
+        return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
         yield True
     finally:
         os.close(fd)

@@ -9,6 +9,7 @@ from pathlib import Path
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
 from gpulens.model import Kind
+from gpulens.store.compact import remove_stale_locks
 from gpulens.store.frame_cache import FRAMES_DIR, cached_days
 from gpulens.store.layout import NS_PER_DAY, day_of, fsync_dir, partitions
 
@@ -19,7 +20,8 @@ def apply_retention(data_dir: Path, keep_days: int, *, clock: Clock | None = Non
     """Delete partitions whose date is `keep_days` or more days before today; never today's.
 
     `keep_days=7` keeps today and the six days before it. Each partition is first renamed
-    out of the readers' view (atomic), then removed. Returns the partitions deleted.
+    out of the readers' view (atomic), then removed; then the compaction locks of partitions
+    that are gone are removed (those no other process holds). Returns the partitions deleted.
     """
     if keep_days < 1:
         raise StoreError(f"keep_days must be at least 1 (today is always kept), got {keep_days!r}")
@@ -44,6 +46,7 @@ def apply_retention(data_dir: Path, keep_days: int, *, clock: Clock | None = Non
                     f"of the data directory"
                 ) from exc
             removed.append(part)
+        remove_stale_locks(Path(data_dir), kind)
     _drop_frames(Path(data_dir), oldest_kept)
     return removed
 

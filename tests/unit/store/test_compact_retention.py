@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import fcntl
+import importlib
+import os
 from pathlib import Path
 
 import pytest
@@ -139,3 +142,67 @@ def test_retention_deletes_old_days_never_today(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="at least 1"):
         apply_retention(tmp_path, keep_days=0, clock=clock)
     assert Kind.GPU.value in {p.name for p in tmp_path.iterdir()}
+
+
+def _locks(data_dir: Path) -> list[str]:
+    return sorted(p.name for p in (data_dir / "gpu").glob(".compact-*.lock"))
+
+
+def test_retention_removes_the_compaction_locks_of_the_days_it_deletes(tmp_path: Path) -> None:
+    for days_ago in (2, 1):
+        write_segments(tmp_path, 3, start=T0 - days_ago * DAY_NS)
+    write_segments(tmp_path, 1, start=T0)
+    compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0)
+    assert _locks(tmp_path) == [
+        ".compact-date=2025-11-22.lock",
+        ".compact-date=2025-11-23.lock",
+        ".compact-date=2025-11-24.lock",
+    ]
+    removed = apply_retention(tmp_path, keep_days=2, clock=FakeClock(T0))
+    assert [p.name for p in removed] == ["date=2025-11-22"]
+    # the deleted day's lock is gone; the live partitions keep theirs
+    assert _locks(tmp_path) == [".compact-date=2025-11-23.lock", ".compact-date=2025-11-24.lock"]
+    assert compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0).skipped_locked == 0
+
+
+def test_a_stale_lock_is_removed_only_once_nobody_holds_it(tmp_path: Path) -> None:
+    write_segments(tmp_path, 1, start=T0)
+    stale = tmp_path / "gpu" / ".compact-date=2025-10-01.lock"  # a day deleted long ago
+    stale.touch()
+    fd = os.open(stale, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another process's compaction would
+        apply_retention(tmp_path, keep_days=30, clock=FakeClock(T0))
+        assert stale.exists()
+    finally:
+        os.close(fd)
+    apply_retention(tmp_path, keep_days=30, clock=FakeClock(T0))
+    assert not stale.exists()
+
+
+def test_a_lock_file_removed_before_its_flock_is_not_a_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_segments(tmp_path, 3)
+    flock = fcntl.flock
+
+    def removed_first(fd: int, op: int) -> None:
+        for lock in (tmp_path / "gpu").glob(".compact-*.lock"):
+            lock.unlink()  # as retention's sweep between compaction's open and flock
+        flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", removed_first)
+    result = compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0)
+    assert (result.skipped_locked, result.files_merged) == (1, 0)
+
+
+def test_compaction_of_a_partition_deleted_since_listed_leaves_no_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_segments(tmp_path, 1, start=T0)
+    gone = ("2025-10-01", tmp_path / "gpu" / "date=2025-10-01")  # listed, then deleted
+    module = importlib.import_module("gpulens.store.compact")  # not the `compact` function
+    monkeypatch.setattr(module, "partitions", lambda _d, k: [gone] if k == Kind.GPU else [])
+    result = compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0)
+    assert (result.partitions_compacted, result.skipped_locked) == (0, 0)
+    assert _locks(tmp_path) == []
