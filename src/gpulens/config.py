@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulens.errors import ConfigError
+from gpulens.numbers import is_nan
 
 ENV_PREFIX = "GPULENS_"
 COLLECTOR_NAMES: tuple[str, ...] = ("simulated", "nvml", "host", "dcgm", "nvidia_smi")
@@ -379,7 +380,7 @@ def _coerce(s: Setting, raw: Any, origin: str) -> Any:
             raise bad() from None
         if s.type is int and isinstance(raw, float) and not raw.is_integer():
             raise bad()
-        if value != value or value in (float("inf"), float("-inf")):
+        if is_nan(value) or value in (float("inf"), float("-inf")):
             raise bad()
     if s.choices and value not in s.choices:
         raise bad()

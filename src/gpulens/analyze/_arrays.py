@@ -15,6 +15,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpulens.numbers import is_nan
+
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
 
@@ -169,4 +171,4 @@ def weighted_mean(values: Floats, weights: Floats) -> float:
 
 def none_if_nan(x: float) -> float | None:
     """`x`, or None for NaN (tables store missing as null, never NaN)."""
-    return None if x != x else float(x)
+    return None if is_nan(x) else float(x)

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from gpulens.analyze._arrays import Floats, floats, ints, none_if_nan, not_warmup, strings
 from gpulens.analyze.events import VERSION_EVENTS
+from gpulens.numbers import is_nan
 
 HOUR_NS = 3_600_000_000_000
 ALL_HOURS = -1
@@ -73,7 +74,7 @@ def workload_keys(frame: pa.Table, settings: BaselineSettings | None = None) -> 
     cols: list[list[str | None]] = []
     for c in s.key_columns:
         if c in frame.column_names and pa.types.is_floating(frame.schema.field(c).type):
-            cols.append([None if v != v else _fmt(v) for v in floats(frame, c).tolist()])
+            cols.append([None if is_nan(v) else _fmt(v) for v in floats(frame, c).tolist()])
         else:
             cols.append(strings(frame, c))
     engine, proc = strings(frame, "engine"), strings(frame, "process_name")
@@ -401,5 +402,7 @@ def _compare(b: Floats, a: Floats, s: BaselineSettings) -> dict[str, object]:
         "after_median": none_if_nan(ma),
         "relative_change": none_if_nan(rel),
         "p_value": none_if_nan(p),
-        "regression": bool(enough and rel == rel and rel <= -s.regression_drop and p < s.alpha),
+        "regression": bool(
+            enough and not is_nan(rel) and rel <= -s.regression_drop and p < s.alpha
+        ),
     }

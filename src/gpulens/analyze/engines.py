@@ -39,6 +39,7 @@ from gpulens.analyze._arrays import (
     split_at,
     weighted_mean,
 )
+from gpulens.numbers import is_nan
 
 TIMELINE_METRICS: tuple[str, ...] = (
     "duty",
@@ -182,7 +183,7 @@ def _model_keys(frame: pa.Table, keys: tuple[str, ...]) -> tuple[Ints, list[str 
         if c in frame.column_names and pa.types.is_floating(frame.schema.field(c).type):
             values = floats(frame, c)
             uniq, code = np.unique(values, return_inverse=True)
-            texts = [None if v != v else f"{v:.4g}" for v in uniq.tolist()]
+            texts = [None if is_nan(v) else f"{v:.4g}" for v in uniq.tolist()]
             parts.append((np.asarray(code, dtype=np.int64).reshape(-1), texts))
         else:
             parts.append(label_codes(frame, c))
@@ -341,14 +342,14 @@ def _measured(
 
 def _estimate(dominant: str, sm: float, dram: float, s: EngineSettings) -> tuple[float, str]:
     """(gain, basis) from the activity gap when no other engine runs the same model."""
-    if dominant == "hollow_busy" and sm == sm and sm > 0:
+    if dominant == "hollow_busy" and not is_nan(sm) and sm > 0:
         gain = min(s.max_estimated_gain, max(1.0, s.target_sm_active / sm))
         return gain, (
             f"estimate: SM activity gap, target {s.target_sm_active:.2f} vs {sm:.2f} now "
             "(fused kernels and CUDA graphs remove launch gaps)"
         )
     gain = min(s.max_estimated_gain, s.half_precision_gain)
-    dram_text = f"DRAM activity {dram:.2f}; " if dram == dram else ""
+    dram_text = f"DRAM activity {dram:.2f}; " if not is_nan(dram) else ""
     return gain, (
         f"estimate: {dram_text}FP16/BF16 moves half the bytes of FP32 per weight and "
         "activation (no gain if the model already runs in half precision)"

@@ -26,6 +26,7 @@ from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.prices import Prices
 from gpulens.analyze.rollups import group_columns, rollup
 from gpulens.analyze.waste import ensure_annotated
+from gpulens.numbers import is_nan
 
 DEFAULT_WORKLOAD_KEYS: tuple[str, ...] = ("engine", "model_parameters", "process_name")
 
@@ -152,7 +153,7 @@ def starvation(frame: pa.Table, queue: pa.Table | None = None, by: str = "user")
     demand: dict[tuple[int, str], float] = {}
     q_gpus = _np(queue["queued_gpus"])
     for b, name, gpus, ok in zip(q_bucket, q_names, q_gpus, inside, strict=True):
-        if ok and name is not None and gpus == gpus and gpus > 0:
+        if ok and name is not None and not is_nan(gpus) and gpus > 0:
             k = (int(b), name)
             demand[k] = max(demand.get(k, 0.0), float(gpus))
     total_demand = np.zeros(len(buckets))

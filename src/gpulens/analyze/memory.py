@@ -48,6 +48,7 @@ from gpulens.analyze._arrays import (
     strings,
 )
 from gpulens.analyze.mig import SMALLER_GPUS, MigProfile, mig_family, pick_mig_profile
+from gpulens.numbers import is_nan
 
 GB = 1e9  # the unit of MIG profile names and of the over-provisioning threshold
 MIB = float(1 << 20)
@@ -163,7 +164,7 @@ def _median(x: Floats) -> float:
         return float("nan")
     if n < 512:
         v = np.sort(x)
-        if v[-1] != v[-1]:  # NaN sorts last
+        if is_nan(v[-1]):  # NaN sorts last
             return float("nan")
     else:
         if np.isnan(x).any():
@@ -480,7 +481,7 @@ def _finish(
     # memory now"
     to_oom_s = np.where(np.isnan(to_oom), np.nan, np.maximum(to_oom, 0.0))
     oom_at = [
-        None if x != x else e + round(max(0.0, x) * 1e9)
+        None if is_nan(x) else e + round(max(0.0, x) * 1e9)
         for e, x in zip(end.tolist(), to_oom.tolist(), strict=True)
     ]
     return {
@@ -568,13 +569,13 @@ def overprovisioned(frame: pa.Table, settings: MemorySettings | None = None) -> 
     for g in range(n):
         lo, hi = int(bounds[g]), int(bounds[g + 1])
         mean_duty, mean_sm = duty.mean(lo, hi), sm.mean(lo, hi)
-        basis, activity = ("duty", mean_duty) if mean_duty == mean_duty else ("sm_active", mean_sm)
+        basis, activity = ("duty", mean_duty) if not is_nan(mean_duty) else ("sm_active", mean_sm)
         peak, tot, duration = float(peaks[g]), float(totals[g]), durations[g]
         gpu_model = gpu_models[g]
         flagged = bool(
-            activity == activity
+            not is_nan(activity)
             and activity <= s.overprovisioned_max_activity
-            and peak == peak
+            and not is_nan(peak)
             and peak <= s.overprovisioned_max_memory_bytes
             and duration >= s.overprovisioned_min_duration_s
         )
@@ -608,7 +609,7 @@ def overprovisioned(frame: pa.Table, settings: MemorySettings | None = None) -> 
                 "gpu_model": gpu_model,
                 "duration_s": duration,
                 "gpu_hours": float(np.add.reduce(weights[lo:hi])) / 3600.0,
-                "activity_basis": basis if activity == activity else None,
+                "activity_basis": basis if not is_nan(activity) else None,
                 "mean_activity": none_if_nan(activity),
                 "mean_duty": none_if_nan(mean_duty),
                 "mean_sm_active": none_if_nan(mean_sm),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpulens.numbers import is_nan
+
 GB = 1e9
 
 
@@ -52,7 +54,7 @@ SMALLER_GPUS: tuple[tuple[str, float], ...] = (
 def mig_family(gpu_model: str | None, memory_total_bytes: float | None) -> str | None:
     """The `MIG_PROFILES` key of a GPU model name (and total memory), or None without MIG."""
     name = (gpu_model or "").upper()
-    total = memory_total_bytes if memory_total_bytes == memory_total_bytes else None
+    total = memory_total_bytes if not is_nan(memory_total_bytes) else None
     if "H200" in name:
         return "H200-141GB"
     if "H100" in name or "H800" in name:
@@ -78,7 +80,7 @@ def pick_mig_profile(
     `activity` is the job's mean activity on the whole GPU; a slice with a fraction f of the
     SMs would run at activity / f, which must stay at or below `target_activity`.
     """
-    need_compute = activity / target_activity if activity == activity else 0.0
+    need_compute = activity / target_activity if not is_nan(activity) else 0.0
     for p in sorted(
         MIG_PROFILES.get(family or "", ()), key=lambda p: (p.compute_fraction, p.memory_bytes)
     ):

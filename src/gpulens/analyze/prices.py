@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from gpulens.numbers import is_nan
+
 # USD per GPU-hour, indicative (see the module docstring); keys are matched by tokens.
 DEFAULT_GPU_HOUR_PRICES: Mapping[str, float] = MappingProxyType(
     {
@@ -179,7 +181,7 @@ def parse_assignments(items: Sequence[str], *, what: str = "value") -> dict[str,
 
 
 def _check_number(what: str, value: float, low: float, high: float | None = None) -> None:
-    if not isinstance(value, int | float) or value != value:
+    if not isinstance(value, int | float) or is_nan(value):
         raise ValueError(f"{what} is {value!r}: expected a number")
     if value < low or (high is not None and value > high):
         limit = f">= {low}" if high is None else f"between {low} and {high}"

@@ -6,13 +6,14 @@ import numpy as np
 
 from gpulens.findings.context import Context
 from gpulens.findings.runs import gb, headroom_bytes, peak, strings
+from gpulens.numbers import is_nan
 
 
 def batch_advice(ctx: Context, rows: np.ndarray) -> str:
     """A larger batch when the measured memory headroom allows one, else why not."""
     free = headroom_bytes(ctx, rows)
     used = peak(ctx, "memory_used_bytes", rows)
-    if free != free:
+    if is_nan(free):
         return "Try a larger batch (memory headroom unknown: watch `memory_used_bytes`)."
     if free >= ctx.thresholds.batch_headroom_bytes:
         return (

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from gpulens.analyze._arrays import split_at
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
+from gpulens.numbers import is_nan
 
 SUBJECT_LABELS: tuple[str, ...] = (
     "job_id",
@@ -412,7 +413,7 @@ def finding(
         subject=subject(ctx, run.rows, **(labels or {})),
         window=(run.start_ns, run.end_ns),
         summary=summary,
-        evidence=tuple(e for e in evidence if e.value == e.value),  # unknown values left out
+        evidence=tuple(e for e in evidence if not is_nan(e.value)),  # unknown values left out
         impact=cost,
         recommendation=recommendation,
         docs=docs(rule_id),
@@ -421,7 +422,7 @@ def finding(
 
 def gb(x: float) -> str:
     """Bytes as "12.3 GB" ("unknown" for NaN)."""
-    return "unknown" if x != x else f"{x / GB:.1f} GB"
+    return "unknown" if is_nan(x) else f"{x / GB:.1f} GB"
 
 
 def hours(seconds: float) -> str:

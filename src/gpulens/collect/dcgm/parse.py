@@ -34,6 +34,7 @@ from gpulens import catalog
 from gpulens.collect.dcgm import fields
 from gpulens.errors import CollectError
 from gpulens.model import FrozenLabels, Kind, Reading, event
+from gpulens.numbers import is_nan
 
 INT64_BLANK = 0x7FFFFFFFFFFFFFF0  # DCGM_INT64_BLANK; +1 NOT_FOUND, +2 NOT_SUPPORTED, ...
 INT32_BLANK = 0x7FFFFFF0  # DCGM_INT32_BLANK
@@ -207,7 +208,7 @@ class _Page:
         if ident is None:
             self.skip("no_gpu")
             return
-        if value != value or value in (math.inf, -math.inf):
+        if is_nan(value) or value in (math.inf, -math.inf):
             self.skip("nan")
             return
         if _blank(value, spec):

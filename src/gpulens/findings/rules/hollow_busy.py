@@ -6,6 +6,7 @@ from gpulens.findings.advice import batch_advice, engine_of, optimised
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
 from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
+from gpulens.numbers import is_nan
 
 RULE_ID = "hollow_busy"
 
@@ -19,7 +20,7 @@ def check(ctx: Context) -> list[Finding]:
         duty = mean(ctx, "duty", rows)
         sm = mean(ctx, "sm_active", rows)
         sm_name = "sm_active"
-        if sm != sm:
+        if is_nan(sm):
             sm, sm_name = mean(ctx, "graphics_active", rows), "graphics_active"
         launches = mean(ctx, "kernel_launches_per_s", rows)
         engine = engine_of(ctx, rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
 from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
+from gpulens.numbers import is_nan
 
 RULE_ID = "input_bound"
 
@@ -30,7 +31,7 @@ def check(ctx: Context) -> list[Finding]:
             "Feed the GPU faster: `DataLoader(num_workers=<CPU cores per GPU>, pin_memory=True, "
             "persistent_workers=True, prefetch_factor=4)` and `.to(device, non_blocking=True)`."
         )
-        if cpu == cpu and cpu >= th.host_cpu_saturated:
+        if not is_nan(cpu) and cpu >= th.host_cpu_saturated:
             more = (
                 f" The host CPU is already {cpu:.0%} busy, so more workers will not help alone: "
                 "decode and augment on the GPU (NVIDIA DALI, torchvision.io.decode_jpeg on "
@@ -39,9 +40,9 @@ def check(ctx: Context) -> list[Finding]:
             )
         else:
             more = " The host CPU has room, so raising `num_workers` is the first step."
-        if iowait == iowait and iowait >= 0.1:
+        if not is_nan(iowait) and iowait >= 0.1:
             more += f" I/O wait is {iowait:.0%}: cache the dataset on local NVMe."
-        what = f"data wait {wait:.0%}" if wait == wait else f"host CPU {cpu:.0%}"
+        what = f"data wait {wait:.0%}" if not is_nan(wait) else f"host CPU {cpu:.0%}"
         out.append(
             finding(
                 ctx,

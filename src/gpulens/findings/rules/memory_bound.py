@@ -6,6 +6,7 @@ from gpulens.findings.advice import batch_advice, engine_of, optimised
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity
 from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
+from gpulens.numbers import is_nan
 
 RULE_ID = "memory_bound"
 
@@ -25,7 +26,7 @@ def check(ctx: Context) -> list[Finding]:
             Evidence("tensor_active", tensor, th.pipes_low, "<"),
             Evidence("fp32_active", fp32, th.pipes_low, "<"),
         ]
-        traffic = f"DRAM active {dram:.2f}" if dram == dram else f"memory-copy {copy:.2f}"
+        traffic = f"DRAM active {dram:.2f}" if not is_nan(dram) else f"memory-copy {copy:.2f}"
         if optimised(ctx, engine):
             fix = (
                 f"{engine} already runs fused kernels: quantize (FP8 or INT8 weights and KV "

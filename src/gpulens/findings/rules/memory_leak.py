@@ -11,6 +11,7 @@ from gpulens.analyze.memory import detect_leaks
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
 from gpulens.findings.runs import docs, gb, hours, label_codes
+from gpulens.numbers import is_nan
 
 RULE_ID = "memory_leak"
 MIB = float(1 << 20)
@@ -80,7 +81,7 @@ def check(ctx: Context) -> list[Finding]:
                     f"{gb(float(leak['last_used_bytes']))}); out of memory "
                     f"{oom_text}, at {_when(leak['oom_at_ns'])}"
                 ),
-                evidence=tuple(e for e in evidence if e.value == e.value),
+                evidence=tuple(e for e in evidence if not is_nan(e.value)),
                 impact=Impact(currency=ctx.prices.currency),
                 recommendation=(
                     "Find what keeps tensors alive across steps: a loss or output appended to a "

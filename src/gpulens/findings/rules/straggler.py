@@ -6,6 +6,7 @@ from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
 from gpulens.findings.peers import stragglers
 from gpulens.findings.runs import finding, floats, hours, impact, mean, nanmean, strings
+from gpulens.numbers import is_nan
 
 RULE_ID = "straggler"
 
@@ -19,7 +20,7 @@ def check(ctx: Context) -> list[Finding]:
         sm_slow, sm_peers = mean(ctx, "sm_active", slow), mean(ctx, "sm_active", peers)
         clock_slow, clock_peers = mean(ctx, "sm_clock_hz", slow), mean(ctx, "sm_clock_hz", peers)
         top = mean(ctx, "sm_clock_max_hz", slow)
-        ratio = clock_slow / top if top == top and top > 0 else float("nan")
+        ratio = clock_slow / top if not is_nan(top) and top > 0 else float("nan")
         index = strings(ctx, "gpu_index")[int(slow[0])] or "?"
         host = strings(ctx, "host")[int(slow[0])] or "?"
         evidence = [
@@ -31,7 +32,7 @@ def check(ctx: Context) -> list[Finding]:
             Evidence("temperature_c", mean(ctx, "temperature_c", slow)),
         ]
         gap = 1.0 - clock_slow / clock_peers if clock_peers > 0 else float("nan")
-        if gap == gap and gap >= t.straggler_clock_gap:
+        if not is_nan(gap) and gap >= t.straggler_clock_gap:
             cause = (
                 f"Its SM clock averages {clock_slow / 1e6:.0f} MHz against {clock_peers / 1e6:.0f} "
                 f"MHz on its peers ({gap:.0%} slower): check for locked clocks "

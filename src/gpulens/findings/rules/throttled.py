@@ -21,6 +21,7 @@ from gpulens.findings.runs import (
     mean,
     runs,
 )
+from gpulens.numbers import is_nan
 
 RULE_ID = "throttled"
 
@@ -76,8 +77,9 @@ def check(ctx: Context) -> list[Finding]:
         lim = float(np.nanmean(limit[rows])) if (~np.isnan(limit[rows])).any() else float("nan")
         flag_p, flag_t = mean(ctx, "throttle_power", rows), mean(ctx, "throttle_thermal", rows)
         temp = mean(ctx, "temperature_c", rows)
-        by_power = (flag_p == flag_p and flag_p >= th.throttle_fraction) or bool(capped[rows].any())
-        by_heat = flag_t == flag_t and flag_t >= th.throttle_fraction
+        flagged = not is_nan(flag_p) and flag_p >= th.throttle_fraction
+        by_power = flagged or bool(capped[rows].any())
+        by_heat = not is_nan(flag_t) and flag_t >= th.throttle_fraction
         causes = [c for c, on in (("power", by_power), ("thermal", by_heat)) if on] or ["unknown"]
         evidence = [
             Evidence("clock_ratio", r, th.clock_throttled, "<", "SM clock / maximum"),

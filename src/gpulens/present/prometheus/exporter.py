@@ -37,6 +37,7 @@ from gpulens.analyze.schema import STATES
 from gpulens.app.live import GpuNow, LiveSnapshot, LiveState
 from gpulens.config import Config
 from gpulens.model import Kind
+from gpulens.numbers import is_nan
 from gpulens.pipeline.selfstats import STORE_STAT_METRICS
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ class _Families:
         value: float,
         family: Family = GaugeMetricFamily,
     ) -> None:
-        if value != value:  # NaN: absent, never exported as a number
+        if is_nan(value):  # NaN: absent, never exported as a number
             return
         self._meta.setdefault(name, (family, help_text))
         # kept by reference: callers pass a fresh mapping per entity and never change it, so

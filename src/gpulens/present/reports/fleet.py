@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from gpulens.app.analysis import ReportView
+from gpulens.numbers import is_nan
 from gpulens.present.reports.markup import html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 1
@@ -145,7 +146,7 @@ _MAX = sys.float_info.max
 
 
 def _float(x: float) -> str:
-    if x != x:
+    if is_nan(x):
         return "NaN"
     if x in (math.inf, -math.inf):
         return "Infinity" if x > 0 else "-Infinity"
