@@ -45,13 +45,10 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 CHILD = """
 import json, sys, time
 start = time.perf_counter()
-from gpulens.analyze.traces.load import load_trace
-from gpulens.analyze.traces.ranks import analyze_job
-from gpulens.findings.traces import trace_findings
-trace = load_trace(sys.argv[1])
+from gpulens.app.traces import analyze_traces, load_trace_file
+trace = load_trace_file(sys.argv[1])
 loaded = time.perf_counter()
-analyses, cluster = analyze_job([trace])
-findings = trace_findings(analyses)
+findings = analyze_traces([trace]).findings
 done = time.perf_counter()
 print(json.dumps({
     "load_s": loaded - start, "analyze_s": done - loaded, "events": len(trace.events),

@@ -45,9 +45,9 @@ OURS_BREAKDOWN = """
 import json, sys, time
 start = time.perf_counter()
 from gpulens.analyze.traces.breakdown import breakdown, job_step_name_count
-from gpulens.analyze.traces.load import load_trace
+from gpulens.app.traces import load_trace_file
 files = json.loads(sys.argv[1])
-traces = [load_trace(path, rank=int(rank)) for rank, path in files.items()]
+traces = [load_trace_file(path, rank=int(rank)) for rank, path in files.items()]
 loaded = time.perf_counter()
 steps = job_step_name_count(traces)
 for t in traces:
@@ -59,14 +59,11 @@ print(json.dumps({"load_s": loaded - start, "analyze_s": done - loaded}))
 OURS_FULL = """
 import json, sys, time
 start = time.perf_counter()
-from gpulens.analyze.traces.load import load_trace
-from gpulens.analyze.traces.ranks import analyze_job
-from gpulens.findings.traces import trace_findings
+from gpulens.app.traces import analyze_traces, load_trace_file
 files = json.loads(sys.argv[1])
-traces = [load_trace(path, rank=int(rank)) for rank, path in files.items()]
+traces = [load_trace_file(path, rank=int(rank)) for rank, path in files.items()]
 loaded = time.perf_counter()
-analyses, cluster = analyze_job(traces)
-trace_findings(analyses, cluster if len(analyses) > 1 else None)
+analyze_traces(traces)
 done = time.perf_counter()
 print(json.dumps({"load_s": loaded - start, "analyze_s": done - loaded}))
 """

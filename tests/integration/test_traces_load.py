@@ -3,12 +3,14 @@
 Reads ../shared/data/traces in place (the `shared` fixture): every file is loaded whole
 (`chunk_bytes=None`) and streamed in small and default slices; every column, the string tables
 and the metadata must be identical. The standard library's reading of the times is the
-independent check of exactness.
+independent check of exactness. The parser handed bytes or a stream (a pipe, gzip) gives what
+the app's load of the path gives.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 from collections.abc import Callable
@@ -19,8 +21,9 @@ from typing import Any
 import pytest
 
 from gpulens.analyze.traces import load as load_module
-from gpulens.analyze.traces.load import load_trace
+from gpulens.analyze.traces.load import TraceSource, load_trace
 from gpulens.analyze.traces.model import Trace
+from gpulens.app.traces import load_trace_file
 
 TRACES = "data/traces"
 Same = Callable[[Trace, Trace], None]  # the `same_trace` fixture (tests/conftest.py)
@@ -34,9 +37,64 @@ def test_streamed_equals_whole_on_every_stored_trace(shared: Path, same_trace: S
     files = _files(shared)
     assert len(files) >= 20
     for path in files:
-        whole = load_trace(path, chunk_bytes=None)
+        whole = load_trace_file(path, chunk_bytes=None)
         for chunk in (50_000, 1 << 18):
-            same_trace(whole, load_trace(path, chunk_bytes=chunk))
+            same_trace(whole, load_trace_file(path, chunk_bytes=chunk))
+
+
+class _Pipe:
+    """A pipe-like stream: only `read(n)`, which gives at most 100 003 bytes at a time."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+        self.reads = 0
+
+    def read(self, n: int) -> bytes:
+        out = self.data[self.pos : self.pos + min(n, 100_003)]
+        self.pos += len(out)
+        self.reads += 1
+        return out
+
+
+class _Raw(io.RawIOBase):
+    """A non-seekable raw stream over bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.pipe = _Pipe(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        out = self.pipe.read(len(buffer))
+        buffer[: len(out)] = out
+        return len(out)
+
+
+@pytest.mark.parametrize(
+    "name", ["nccl_data.json.gz", "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"]
+)
+def test_bytes_and_streams_load_like_the_file(shared: Path, name: str, same_trace: Same) -> None:
+    (path,) = [p for p in _files(shared) if p.name == name]
+    from_file = load_trace_file(path)
+    packed = path.read_bytes()
+    text = gzip.decompress(packed)
+    pipes = [_Pipe(packed), _Pipe(text)]
+    sources: list[TraceSource] = [
+        packed,  # gzip bytes
+        text,  # JSON bytes
+        *pipes,  # non-seekable streams, gzip and JSON
+        io.BytesIO(packed),  # a seekable gzip stream
+        gzip.GzipFile(fileobj=io.BufferedReader(_Raw(packed))),  # inflates itself
+    ]
+    for source in sources:
+        trace = load_trace(source, name=str(path))
+        same_trace(from_file, trace)
+        assert trace.source == from_file.source == str(path)
+    # the streams were read block by block, not at once
+    assert all(p.reads > len(p.data) // 100_003 for p in pipes)
+    same_trace(from_file, load_trace(_Pipe(packed), name=str(path), chunk_bytes=None))
 
 
 @pytest.mark.parametrize(
@@ -50,7 +108,7 @@ def test_streamed_times_are_the_decimal_text(shared: Path, name: str) -> None:
     (path,) = [p for p in _files(shared) if p.name == name]
     raw = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)["traceEvents"]
     timed = [e for e in raw if e.get("ph") not in ("M", "s", "f", "t")]
-    trace = load_trace(path, chunk_bytes=50_000)
+    trace = load_trace_file(path, chunk_bytes=50_000)
     assert trace.events.ts_ns.tolist() == [int(Decimal(e.get("ts", 0)) * 1000) for e in timed]
     durs = [int(Decimal(e["dur"]) * 1000) if "dur" in e else 0 for e in timed]
     assert trace.events.dur_ns.tolist() == durs
@@ -62,9 +120,9 @@ def test_struct_decoding_equals_orjson_dicts_on_every_stored_trace(
     # slices decode into msgspec structs (schema.py); the orjson dict path must give the same
     for path in _files(shared):
         for chunk in (50_000, 1 << 18):
-            structs = load_trace(path, chunk_bytes=chunk)
+            structs = load_trace_file(path, chunk_bytes=chunk)
             monkeypatch.setattr(load_module, "_USE_STRUCTS", False)
-            dicts = load_trace(path, chunk_bytes=chunk)
+            dicts = load_trace_file(path, chunk_bytes=chunk)
             monkeypatch.setattr(load_module, "_USE_STRUCTS", True)
             same_trace(structs, dicts)
 
@@ -99,7 +157,7 @@ def test_typed_structs_decode_nearly_every_slice(
     counting = tuple(_Counting(d) for d in load_module.DECODERS)
     monkeypatch.setattr(load_module, "DECODERS", counting)
     monkeypatch.setattr(load_module, "_USE_SCANNER", False)
-    trace = load_trace(path)
+    trace = load_trace_file(path)
     assert trace.raw_event_count > 100_000
     decoded = [c.decoded for c in counting]
     assert decoded[level] >= 50, decoded
@@ -121,7 +179,7 @@ def test_an_unknown_category_costs_one_attempt(
     counting = tuple(_Counting(d) for d in load_module.DECODERS)
     monkeypatch.setattr(load_module, "DECODERS", counting)
     monkeypatch.setattr(load_module, "_USE_SCANNER", False)
-    trace = load_trace(path, chunk_bytes=10_000)
+    trace = load_trace_file(path, chunk_bytes=10_000)
     assert trace.categories == ["new_runtime", "kernel"]
     assert trace.events.correlation.tolist() == list(range(5000))
     assert trace.events.ts_ns.tolist() == [i * 1000 for i in range(5000)]
@@ -151,9 +209,9 @@ def test_scanner_equals_structs_on_every_stored_trace_and_reads_nearly_every_sli
     for path in _files(shared):
         for chunk in (50_000, 1 << 19):
             monkeypatch.setattr(load_module, "_scan_slice", counted)
-            scanned = load_trace(path, chunk_bytes=chunk)
+            scanned = load_trace_file(path, chunk_bytes=chunk)
             monkeypatch.setattr(load_module, "_USE_SCANNER", False)
-            structs = load_trace(path, chunk_bytes=chunk)
+            structs = load_trace_file(path, chunk_bytes=chunk)
             monkeypatch.setattr(load_module, "_USE_SCANNER", True)
             same_trace(scanned, structs)
     # what it leaves to Python: the closing `Trace` spans (string pids), HIP's string streams

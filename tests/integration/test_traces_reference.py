@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from gpulens.analyze.traces.breakdown import RankBreakdown, breakdown, job_step_name_count
-from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.model import Trace
+from gpulens.app.traces import load_trace_file
 
 TRACES = "data/traces"
 REFERENCE = "data/traces-reference"
@@ -55,11 +55,11 @@ def _cases(shared: Path) -> dict[str, dict[int, Path]]:
 
 @cache
 def _load(path: Path) -> Trace:
-    return load_trace(path)
+    return load_trace_file(path)
 
 
 def _ours(files: dict[int, Path]) -> dict[int, RankBreakdown]:
-    traces = [load_trace(p, rank=r) for r, p in files.items()]
+    traces = [load_trace_file(p, rank=r) for r, p in files.items()]
     steps = job_step_name_count(traces)
     out = {}
     for t in traces:

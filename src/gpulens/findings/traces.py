@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from gpulens.analyze.traces.causes import CauseTotal, GapExample
 from gpulens.analyze.traces.kernels import is_pageable_h2d
+from gpulens.analyze.traces.model import base_name
 from gpulens.analyze.traces.ranks import Cluster, RankAnalysis
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
 
@@ -58,7 +58,7 @@ def _severity(rule: str, value: float) -> Severity | None:
 
 
 def _subject(a: RankAnalysis) -> Mapping[str, str]:
-    subject = {"trace": Path(a.trace.path).name}
+    subject = {"trace": a.trace.file_name}
     if a.rank is not None:
         subject["rank"] = str(a.rank)
     if a.device:
@@ -349,7 +349,7 @@ def cluster_findings(cluster: Cluster, analyses: list[RankAnalysis]) -> list[Fin
             for r in cluster.rows[:8]
         ),
     ]
-    subject = {"trace": Path(slow.file).name, "rank": str(slow.rank)}
+    subject = {"trace": base_name(slow.file), "rank": str(slow.rank)}
     wait = sum(max(0, r.comm_ns - slow.comm_ns) for r in others)
     return [
         Finding(

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from gpulens.analyze.traces.breakdown import breakdown
-from gpulens.analyze.traces.load import load_trace
+from gpulens.app.traces import load_trace_file
 
 
 def _trace(tmp_path: Path, events: list[dict[str, object]]) -> Path:
@@ -64,7 +64,7 @@ def test_temporal_and_stream_idle(tmp_path: Path) -> None:
             "args": {"stream": 7, "correlation": 99},
         },  # no launch in trace
     ]
-    result = breakdown(load_trace(_trace(tmp_path, events)))
+    result = breakdown(load_trace_file(_trace(tmp_path, events)))
     t = result.temporal
     assert t is not None
     assert t.kernel_time_ns == 260_000  # 10 → 270
@@ -88,8 +88,8 @@ def test_hta_quirk_orphan_takes_first_event_ts(tmp_path: Path) -> None:
         _kernel(100, 10, 2),  # correlation 2 has no launch: HTA uses traceEvents[0].ts = 1000
     ]
     path = _trace(tmp_path, events)
-    ours = {s.key: s for s in breakdown(load_trace(path)).idle_by_stream}[7]
-    hta = {s.key: s for s in breakdown(load_trace(path), hta_quirks=True).idle_by_stream}[7]
+    ours = {s.key: s for s in breakdown(load_trace_file(path)).idle_by_stream}[7]
+    hta = {s.key: s for s in breakdown(load_trace_file(path), hta_quirks=True).idle_by_stream}[7]
     assert (ours.host_wait_ns, ours.other_ns) == (0, 80_000)
     assert (hta.host_wait_ns, hta.other_ns) == (80_000, 0)
 
@@ -114,7 +114,7 @@ def test_hta_window_keeps_events_before_last_step(tmp_path: Path) -> None:
         _launch(101, 2),
         _kernel(110, 10, 2),
     ]
-    trace = load_trace(_trace(tmp_path, events))
+    trace = load_trace_file(_trace(tmp_path, events))
     windowed = breakdown(trace, hta_window=True)
     assert windowed.window_end_ns == 100_000
     assert windowed.temporal is not None and windowed.temporal.kernel_time_ns == 10_000

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from gpulens.analyze.traces.causes import CAUSES, covered, idle_causes
-from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.steps import steps
+from gpulens.app.traces import load_trace_file
 
 from .scenarios import LOADER, cpu, every_cause, gpu, launch
 
 
 def test_each_gap_gets_its_cause(write_trace: Callable[..., Path]) -> None:
-    result = idle_causes(load_trace(write_trace(every_cause())))
+    result = idle_causes(load_trace_file(write_trace(every_cause())))
     expected = {
         "data_loader": 110,
         "sync": 15,
@@ -49,7 +49,7 @@ def test_pageable_async_copy_counts_as_sync(write_trace: Callable[..., Path]) ->
         launch(40, 3),
         gpu("k2", 45, 10, 3),
     ]
-    result = idle_causes(load_trace(write_trace(events)))
+    result = idle_causes(load_trace_file(write_trace(events)))
     assert result.idle("sync") == 22_000  # the gap [23, 45) follows the blocking copy
 
 
@@ -61,7 +61,7 @@ def test_short_loader_overlap_is_not_input_bound(write_trace: Callable[..., Path
         launch(100, 2),
         gpu("k2", 120, 10, 2),
     ]
-    result = idle_causes(load_trace(write_trace(events)))
+    result = idle_causes(load_trace_file(write_trace(events)))
     assert result.idle("data_loader") == 0 and result.idle("cpu_ops") == 100_000
 
 
@@ -72,7 +72,7 @@ def test_covered() -> None:
 
 
 def test_steps(write_trace: Callable[..., Path]) -> None:
-    trace = load_trace(write_trace(every_cause()))
+    trace = load_trace_file(write_trace(every_cause()))
     first, second = steps(trace, idle_causes(trace))
     assert (first.number, first.start_ns, first.end_ns) == (1, 1_000_000, 1_200_000)
     assert (first.kernels, first.kernel_time_ns, first.busy_ns) == (4, 27_000, 27_000)
@@ -91,4 +91,4 @@ def test_steps(write_trace: Callable[..., Path]) -> None:
 
 
 def test_no_steps_without_profiler_steps(write_trace: Callable[..., Path]) -> None:
-    assert steps(load_trace(write_trace([launch(0, 1), gpu("k", 5, 1, 1)]))) == []
+    assert steps(load_trace_file(write_trace([launch(0, 1), gpu("k", 5, 1, 1)]))) == []

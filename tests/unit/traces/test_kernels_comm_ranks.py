@@ -9,8 +9,8 @@ import pytest
 
 from gpulens.analyze.traces.comm import collective_name, communication
 from gpulens.analyze.traces.kernels import classify_kernel, kernel_classes
-from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.ranks import analyze_job
+from gpulens.app.traces import load_trace_file
 
 from .scenarios import comm_exposed, gpu, launch, rank
 
@@ -79,7 +79,7 @@ def test_kernel_class_shares_and_occupancy(write_trace: Callable[..., Path]) -> 
         launch(3, 4),
         gpu("Memset (Device)", 90, 20, 4, cat="gpu_memset"),
     ]
-    k = kernel_classes(load_trace(write_trace(events)))
+    k = kernel_classes(load_trace_file(write_trace(events)))
     assert k.total_ns == 100_000
     fp32 = k.classes["gemm_fp32"]
     assert (fp32.count, fp32.time_ns, fp32.share) == (2, 40_000, 0.4)
@@ -92,7 +92,7 @@ def test_kernel_class_shares_and_occupancy(write_trace: Callable[..., Path]) -> 
 
 
 def test_exposed_communication(write_trace: Callable[..., Path]) -> None:
-    c = communication(load_trace(write_trace(comm_exposed())))
+    c = communication(load_trace_file(write_trace(comm_exposed())))
     assert (c.comm_ns, c.exposed_ns, c.compute_ns, c.span_ns) == (110_000, 60_000, 100_000, 210_000)
     (allreduce,) = c.collectives
     assert (allreduce.name, allreduce.count, allreduce.total_ns) == ("AllReduce", 2, 110_000)
@@ -116,7 +116,7 @@ def test_straggler_across_two_ranks(write_trace: Callable[..., Path]) -> None:
             rank(190, 10, 1), "r1.json", distributedInfo={"rank": 1, "world_size": 2}, **meta
         ),
     ]
-    analyses, cluster = analyze_job([load_trace(p) for p in reversed(paths)])
+    analyses, cluster = analyze_job([load_trace_file(p) for p in reversed(paths)])
     assert [a.rank for a in analyses] == [0, 1]
     assert cluster.alignment.method == "collective" and cluster.world_size == 2
     assert [r.clock_shift_ns for r in cluster.rows] == [0, 0]
@@ -135,7 +135,7 @@ def test_straggler_across_two_ranks(write_trace: Callable[..., Path]) -> None:
 
 def test_balanced_ranks_have_no_straggler(write_trace: Callable[..., Path]) -> None:
     paths = [write_trace(rank(100, 20, r), f"rank{r}.json") for r in (0, 1)]
-    _, cluster = analyze_job([load_trace(p) for p in paths])
+    _, cluster = analyze_job([load_trace_file(p) for p in paths])
     assert [r.rank for r in cluster.rows] == [0, 1]  # from the file names
     assert cluster.straggler is None and cluster.imbalance == 0
 
@@ -150,7 +150,7 @@ def test_ranks_aligned_on_the_first_common_collective(write_trace: Callable[...,
         write_trace(rank(100, 100, 0), "rank0.json"),
         write_trace(_shifted(rank(150, 50, 1), 5000), "rank1.json"),
     ]
-    _, cluster = analyze_job([load_trace(p) for p in paths])
+    _, cluster = analyze_job([load_trace_file(p) for p in paths])
     assert cluster.alignment.method == "collective" and cluster.alignment.anchor == "AllReduce"
     assert [r.clock_shift_ns for r in cluster.rows] == [0, -5_000_000]
     assert [r.offset_ns for r in cluster.rows] == [0, 0]
@@ -167,10 +167,10 @@ def test_alignment_without_a_common_collective(write_trace: Callable[..., Path])
         write_trace(compute, "rank0.json", baseTimeNanoseconds=1),
         write_trace(_shifted(compute, 700), "rank1.json", baseTimeNanoseconds=2),
     ]
-    _, cluster = analyze_job([load_trace(p) for p in paths])
+    _, cluster = analyze_job([load_trace_file(p) for p in paths])
     assert cluster.alignment.method == "per-rank start"
     assert [r.clock_shift_ns for r in cluster.rows] == [0, -700_000]
     paths[1] = write_trace(_shifted(compute, 700), "rank1.json", baseTimeNanoseconds=1)
-    _, cluster = analyze_job([load_trace(p) for p in paths])
+    _, cluster = analyze_job([load_trace_file(p) for p in paths])
     assert cluster.alignment.method == "shared clock"
     assert [r.offset_ns for r in cluster.rows] == [0, 700_000]

@@ -1,8 +1,10 @@
-"""The Kineto loader: exact ns parsing, chunking, rank detection, each format error."""
+"""The Kineto loader: exact ns parsing, chunking, rank detection, each format error, and its
+sources (a file through the app, bytes, a stream that cannot seek)."""
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +19,7 @@ from gpulens.analyze.traces import load as load_module
 from gpulens.analyze.traces.breakdown import breakdown, union_length
 from gpulens.analyze.traces.load import decimal_to_ns, load_trace, rank_from_name
 from gpulens.analyze.traces.times import texts_to_ns
+from gpulens.app.traces import load_trace_file
 from gpulens.errors import TraceFormatError
 
 
@@ -31,6 +34,20 @@ def _write(tmp_path: Path, text: str, name: str = "trace.json") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+class _Pipe:
+    """A stream with only `read(n)` (no seek), giving at most `most` bytes a read."""
+
+    def __init__(self, data: bytes, most: int = 1 << 30) -> None:
+        self.data, self.most, self.pos = data, most, 0
+        self.sizes: list[int] = []
+
+    def read(self, n: int) -> bytes:
+        out = self.data[self.pos : self.pos + min(n, self.most)]
+        self.pos += len(out)
+        self.sizes.append(len(out))
+        return out
 
 
 def _us_text(ns: int) -> str:
@@ -66,14 +83,14 @@ def test_loaded_times_are_exact_ns(
         _event(_us_text(s), _us_text(d)) for s, d in zip(starts, durs, strict=False)
     )
     path = _write(tmp_path_factory.mktemp("t"), '{"traceEvents": [' + events + "]}")
-    trace = load_trace(path, chunk_bytes=chunk)
+    trace = load_trace_file(path, chunk_bytes=chunk)
     assert trace.events.ts_ns.tolist() == starts
     assert trace.events.dur_ns.tolist() == durs[: len(starts)]
 
 
 def test_integer_and_relative_float_times(tmp_path: Path) -> None:
     text = "[" + _event("5", "2") + "," + _event("4458676522873.933", "97.762") + "]"
-    trace = load_trace(_write(tmp_path, text))
+    trace = load_trace_file(_write(tmp_path, text))
     assert trace.events.ts_ns.tolist() == [5000, 4458676522873933]
     assert trace.events.dur_ns.tolist() == [2000, 97762]
     assert int(Decimal("4458676522873.933") * 1000) == trace.events.ts_ns[1]
@@ -107,7 +124,7 @@ def test_bare_array_gzip_and_columns(tmp_path: Path) -> None:
     ]
     path = tmp_path / "legacy.json.gz"
     path.write_bytes(gzip.compress(json.dumps(events).encode()))
-    trace = load_trace(path, rank=4)
+    trace = load_trace_file(path, rank=4)
     assert (trace.rank, trace.rank_source) == (4, "argument")
     assert len(trace.events) == 3 and len(trace.flows) == 1
     assert trace.events.stream.tolist() == [-1, 7, -1]
@@ -126,7 +143,7 @@ def test_metadata_after_events_and_chunks(tmp_path: Path) -> None:
     )
     path = _write(tmp_path, text, "job_rank_5.json")
     for chunk in (1, 50, 1 << 20):
-        trace = load_trace(path, chunk_bytes=chunk)
+        trace = load_trace_file(path, chunk_bytes=chunk)
         assert (trace.rank, trace.rank_source, trace.world_size) == (3, "distributedInfo", 8)
         assert trace.device_properties[0]["name"] == "H100"
         assert trace.events.ts_ns.tolist() == [i * 1000 for i in range(100)]
@@ -150,7 +167,7 @@ def test_rank_from_name(name: str, rank: int | None) -> None:
 
 
 def test_rank_from_file_name_before_argument(tmp_path: Path) -> None:
-    trace = load_trace(_write(tmp_path, '{"traceEvents": []}', "x_rank7.json"), rank=2)
+    trace = load_trace_file(_write(tmp_path, '{"traceEvents": []}', "x_rank7.json"), rank=2)
     assert (trace.rank, trace.rank_source) == (7, "file name")
     assert len(trace.events) == 0
     assert breakdown(trace).temporal is None
@@ -172,8 +189,44 @@ def test_format_errors_name_the_file(tmp_path: Path, content: bytes, message: st
     path = tmp_path / "bad.json"
     path.write_bytes(content)
     with pytest.raises(TraceFormatError, match=message) as info:
-        load_trace(path)
+        load_trace_file(path)
     assert str(path) in str(info.value)
+    # the same error from bytes, a pipe (one byte a read) and gzip through a pipe
+    for source in (content, _Pipe(content, 1), _Pipe(gzip.compress(content), 7)):
+        with pytest.raises(TraceFormatError, match=message) as info:
+            load_trace(source, name="up/bad.json")
+        assert str(info.value).startswith("up/bad.json: ")
+
+
+def test_a_pipe_still_gives_the_exact_error_where_it_can(tmp_path: Path) -> None:
+    # the text that went by cannot be read again from a pipe: the streaming parser's reason;
+    # a seekable stream is read again from where it stood, for orjson's exact position
+    events = ", ".join(_event(str(i), "1") for i in range(50))
+    cut = ('{"traceEvents": [' + events).encode()
+    with pytest.raises(TraceFormatError, match=r"not a trace \(the events array does not end"):
+        load_trace(_Pipe(cut), name="t.json", chunk_bytes=100)
+    stream = io.BytesIO(b"junk" + cut)
+    stream.seek(4)
+    with pytest.raises(TraceFormatError, match=r"not valid JSON \(unexpected end") as info:
+        load_trace(stream, name="t.json", chunk_bytes=100)
+    assert "junk" not in str(info.value)
+    # nothing dropped yet (not an object, no events before the bad text): the exact error from
+    # a pipe too
+    with pytest.raises(TraceFormatError, match=r"not valid JSON \(trailing comma.*column 27"):
+        load_trace(_Pipe(b'{"traceEvents": [], "x": 1,}', 2), name="t.json")
+    with pytest.raises(TraceFormatError, match=r"not valid JSON \(invalid literal.*column 3"):
+        load_trace(_Pipe(b"  nope " * 50_000, 3), name="t.json")
+
+
+def test_a_path_is_not_a_source(tmp_path: Path) -> None:
+    path = _write(tmp_path, '{"traceEvents": []}')
+    for wrong in (path, str(path)):
+        with pytest.raises(TypeError, match="open the file first"):
+            load_trace(wrong, name="t.json")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not int"):
+        load_trace(3, name="t.json")  # type: ignore[arg-type]
+    with pytest.raises(TraceFormatError, match="cannot read the trace file"):
+        load_trace_file(tmp_path)  # a directory
 
 
 def test_truncated_and_corrupt_gzip(tmp_path: Path) -> None:
@@ -181,18 +234,18 @@ def test_truncated_and_corrupt_gzip(tmp_path: Path) -> None:
     path = tmp_path / "t.json.gz"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(TraceFormatError, match="truncated gzip"):
-        load_trace(path)
+        load_trace_file(path)
     path.write_bytes(data[:10] + b"\x00" * 20 + data[30:])
     with pytest.raises(TraceFormatError, match="gzip"):
-        load_trace(path)
+        load_trace_file(path)
     with pytest.raises(TraceFormatError, match="cannot read"):
-        load_trace(tmp_path / "missing.json")
+        load_trace_file(tmp_path / "missing.json")
 
 
 def test_string_times_are_an_error(tmp_path: Path) -> None:
     path = _write(tmp_path, '{"traceEvents": [{"ph": "X", "ts": "1", "dur": 1}]}')
     with pytest.raises(TraceFormatError, match="not a number"):
-        load_trace(path)
+        load_trace_file(path)
 
 
 def test_union_length() -> None:
@@ -216,10 +269,10 @@ def test_cuts_only_between_events(tmp_path: Path) -> None:
         for i in range(200)
     ]
     path = _write(tmp_path, '{"traceEvents": [' + ",\n".join(events) + '], "x": [{"y": 1}]}')
-    whole = load_trace(path, chunk_bytes=None)
+    whole = load_trace_file(path, chunk_bytes=None)
     assert [whole.names[i] for i in whole.events.name] == [tricky[i % 4] for i in range(200)]
     for chunk in (1, 100, 333, 4096):
-        cut = load_trace(path, chunk_bytes=chunk)
+        cut = load_trace_file(path, chunk_bytes=chunk)
         assert cut.names == whole.names and cut.metadata == whole.metadata == {"x": [{"y": 1}]}
         for key in ("index", "ts_ns", "name", "category"):
             assert getattr(cut.events, key).tolist() == getattr(whole.events, key).tolist()
@@ -240,9 +293,17 @@ def test_gzip_members_and_streaming_window(tmp_path: Path, monkeypatch: pytest.M
         return shift
 
     monkeypatch.setattr(load_module._Text, "more", more)
-    trace = load_trace(path, chunk_bytes=16_384)
+    trace = load_trace_file(path, chunk_bytes=16_384)
     assert trace.events.ts_ns.tolist() == [i * 1000 + 500 for i in range(3000)]
     assert len(text) > 700_000 and widest[0] < 5 * 65_536  # a window, never the whole text
+    # from a stream that cannot seek: read in bounded blocks as the parse goes, the same window
+    for data in (path.read_bytes(), text):
+        widest[0] = 0
+        pipe = _Pipe(data)
+        same = load_trace(pipe, name=str(path), chunk_bytes=16_384)
+        assert same.events.ts_ns.tolist() == trace.events.ts_ns.tolist()
+        assert widest[0] < 5 * 65_536
+        assert max(pipe.sizes) <= 1 << 18 and len(pipe.sizes) > len(data) // (1 << 18)
 
 
 def test_coarse_floats_with_a_nested_ts_are_reparsed(tmp_path: Path) -> None:
@@ -253,7 +314,7 @@ def test_coarse_floats_with_a_nested_ts_are_reparsed(tmp_path: Path) -> None:
     ]
     path = _write(tmp_path, '{"traceEvents": [' + ", ".join(events) + "]}")
     for chunk in (None, 1 << 18):
-        trace = load_trace(path, chunk_bytes=chunk)
+        trace = load_trace_file(path, chunk_bytes=chunk)
         assert trace.events.ts_ns.tolist() == [1712195495519689047, 1712195495519690001]
         assert trace.events.dur_ns.tolist() == [500, 1250]
 
@@ -281,11 +342,11 @@ def test_struct_and_dict_decoding_agree_on_odd_types(
         for doc in ("[" + ", ".join(events) + "]", '{"traceEvents": [' + ", ".join(events) + "]}"):
             path = _write(tmp_path, doc)
             for chunk in (1, 1 << 18):
-                structs = load_trace(path, chunk_bytes=chunk)
+                structs = load_trace_file(path, chunk_bytes=chunk)
                 monkeypatch.setattr(load_module, "_USE_STRUCTS", False)
-                dicts = load_trace(path, chunk_bytes=chunk)
+                dicts = load_trace_file(path, chunk_bytes=chunk)
                 monkeypatch.setattr(load_module, "_USE_STRUCTS", True)
-                whole = load_trace(path, chunk_bytes=None)
+                whole = load_trace_file(path, chunk_bytes=None)
                 for other in (dicts, whole):
                     for table in ("events", "flows"):
                         x, y = getattr(structs, table), getattr(other, table)

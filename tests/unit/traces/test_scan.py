@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpulens.analyze.traces import load as load_module
-from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.model import Trace
+from gpulens.app.traces import load_trace_file
 
 if not load_module.SCANNER and not os.environ.get("CI"):  # in CI: fail, never skip
     pytest.skip("the C scanner is not built (no C compiler at install)", allow_module_level=True)
@@ -133,7 +133,7 @@ def test_empty_and_whitespace() -> None:
 
 def _load(path: Path, chunk: int) -> Trace | type[Exception]:
     try:
-        return load_trace(path, chunk_bytes=chunk)
+        return load_trace_file(path, chunk_bytes=chunk)
     except Exception as exc:  # the same rejection is expected from every path
         return type(exc)
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpulens.analyze.traces.load import load_trace
 from gpulens.analyze.traces.ranks import analyze_job, analyze_rank
+from gpulens.app.traces import load_trace_file
 from gpulens.findings.model import Finding, Severity
 from gpulens.findings.traces import rank_findings, trace_findings
 
@@ -23,7 +23,7 @@ from .scenarios import (
 
 
 def _rules(write_trace: Callable[..., Path], events: list[dict[str, Any]]) -> dict[str, Finding]:
-    analysis = analyze_rank(load_trace(write_trace(events), rank=0))
+    analysis = analyze_rank(load_trace_file(write_trace(events), rank=0))
     return {f.rule_id: f for f in rank_findings(analysis)}
 
 
@@ -93,7 +93,7 @@ def test_straggler(write_trace: Callable[..., Path]) -> None:
         write_trace(rank(100, 100, 0), "rank0.json"),
         write_trace(rank(190, 10, 1), "rank1.json"),
     ]
-    analyses, cluster = analyze_job([load_trace(p) for p in paths])
+    analyses, cluster = analyze_job([load_trace_file(p) for p in paths])
     found = [f for f in trace_findings(analyses, cluster) if f.rule_id == "straggler"]
     (f,) = found
     assert f.subject == {"trace": "rank1.json", "rank": "1"}

@@ -1,54 +1,79 @@
-"""The one Kineto (PyTorch profiler) trace reader: a file in, a columnar `Trace` out.
+"""The one Kineto (PyTorch profiler) trace parser: bytes or a binary stream in, a columnar `Trace`
+out.
 
-This is the documented exception to "analyze is pure": like HTA's loader it reads the file; every
-other module under `analyze/traces/` takes a `Trace` and does no I/O.
+It opens nothing: the caller hands it the trace's bytes, or a stream it reads `n` bytes at a time
+(anything with `.read(n)`: an open file, a pipe, an upload), and a display name for the errors and
+the rank (`gpulens.app.traces.load_trace_file` opens a path and hands the stream over). Every other
+module under `analyze/traces/` takes a `Trace`.
 
 How it reads (see docs/traces.md):
 
-* `.json` or gzip (sniffed from the magic bytes, so `.json.gz`, `.gz` or any name works; several
-  gzip members are read in turn); a JSON object with `traceEvents` or a legacy bare JSON array.
-* Streaming, bounded memory: the file is read and decompressed in blocks; the `traceEvents` array is
-  cut at event boundaries (`}, {` at the array's top level — a cut is kept only if the slice parses)
-  into slices of about `chunk_bytes`. Each slice is read by the C scanner (`_scan.c`, where it is
-  built) straight into columns; a slice it leaves to Python (a value of an unusual type, text that
-  is not strict JSON, ...) is decoded by msgspec into structs holding only the fields the analyses
-  read (schema.py: the other fields are skipped without making Python objects), turned into numpy
-  columns (columns.py) and dropped before the next. A slice whose values fit no struct (an element
-  or `args` that is not an object), or that msgspec rejects, is parsed with orjson into dicts, with
-  the same meaning. Only the text before and after the array is kept, for the metadata. Peak ≈ the
-  columns (≈ 90 B per event) + one parsed slice, whatever the file size. The cyclic garbage
-  collector is paused while loading (parsed JSON has no cycles; its passes over millions of fresh
-  objects would double the time).
+* `.json` or gzip (sniffed from the magic bytes, so any name works; several gzip members are read
+  in turn); a JSON object with `traceEvents` or a legacy bare JSON array.
+* Streaming, bounded memory: the stream is read and decompressed in blocks; the `traceEvents`
+  array is cut at event boundaries (`}, {` at the array's top level — a cut is kept only if the
+  slice parses) into slices of about `chunk_bytes`. Each slice is read by the C scanner
+  (`_scan.c`, where it is built) straight into columns; a slice it leaves to Python (a value of an
+  unusual type, text that is not strict JSON, ...) is decoded by msgspec into structs holding only
+  the fields the analyses read (schema.py: the other fields are skipped without making Python
+  objects), turned into numpy columns (columns.py) and dropped before the next. A slice whose
+  values fit no struct (an element or `args` that is not an object), or that msgspec rejects, is
+  parsed with orjson into dicts, with the same meaning. Only the text before and after the array
+  is kept, for the metadata. Peak ≈ the columns (≈ 90 B per event) + one parsed slice, whatever
+  the input size. The cyclic garbage collector is paused while loading (parsed JSON has no
+  cycles; its passes over millions of fresh objects would double the time).
 * Exact times: see times.py.
-* A file that cannot be cut (not JSON, no `traceEvents`, …) is parsed whole with orjson, which
-  gives the precise format error; `chunk_bytes=None` parses whole on purpose. One difference
-  from orjson: neither the scanner nor msgspec checks the UTF-8 of the fields it skips, so a
-  slice with invalid UTF-8 in an unread field still loads.
+* Input that cannot be cut (not JSON, no `traceEvents`, …) is parsed whole with orjson, which
+  gives the precise format error: from the text still held when nothing was dropped yet, else
+  read again from the start (bytes, or a seekable stream). A stream that cannot seek, and whose
+  text already went by, gets the streaming parser's reason instead. `chunk_bytes=None` parses
+  whole on purpose. One difference from orjson: neither the scanner nor msgspec checks the UTF-8
+  of the fields it skips, so a slice with invalid UTF-8 in an unread field still loads.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, BinaryIO, cast
+from typing import Any, Protocol, cast
 
 import msgspec
 
 from gpulens.analyze.traces.columns import ColumnBuilder, Scanned, as_int
-from gpulens.analyze.traces.model import Trace
+from gpulens.analyze.traces.model import Trace, base_name
 from gpulens.analyze.traces.schema import DECODERS
 from gpulens.analyze.traces.times import decimal_to_ns, rewrite_times
 from gpulens.errors import TraceFormatError
 
-# orjson (the whole-file parse, the fallback for slices msgspec rejects) and pathlib are not
-# imported for the common path: each costs a few ms of every `gpulens trace` start-up.
-Pathish = str | os.PathLike[str]
+# orjson (the whole-document parse, the fallback for slices msgspec rejects) is not imported for
+# the common path: it costs a few ms of every `gpulens trace` start-up.
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "SCANNER", "decimal_to_ns", "load_trace", "rank_from_name"]
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "SCANNER",
+    "Readable",
+    "TraceSource",
+    "decimal_to_ns",
+    "load_trace",
+    "rank_from_name",
+]
+
+
+class Readable(Protocol):
+    """A binary stream as the loader uses it: `read(n)` gives at most `n` bytes, b"" at the end.
+
+    An open file, a pipe, `gzip.GzipFile`, a request body wrapped as a stream. Where it also has
+    `seekable()` (true) and `seek` / `tell`, a document that cannot be streamed is read again from
+    where loading began, for the precise error.
+    """
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+TraceSource = bytes | bytearray | memoryview | Readable
 
 _scan_slice: Callable[[Any, int, int], tuple[Any, ...] | None] | None = None
 try:  # the C scanner (setup.py); a build without a compiler decodes every slice in Python
@@ -93,57 +118,123 @@ class _NotStreamable(Exception):
 # -- reading ---------------------------------------------------------------------------------
 
 
-def _open(path: str) -> BinaryIO:
-    try:
-        return open(path, "rb")  # noqa: PTH123 - pathlib costs ~5 ms of start-up (see above)
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read the trace file ({exc.strerror})") from exc
+class _Reader:
+    """The input, read block by block: bytes, or a stream; `again()` restarts it where it can."""
+
+    def __init__(self, source: TraceSource, name: str) -> None:
+        if isinstance(source, str) or hasattr(source, "__fspath__"):
+            raise TypeError(
+                f"load_trace reads bytes or a binary stream, not the path {source!r}: open the "
+                "file first (gpulens.app.traces.load_trace_file does)"
+            )
+        self.name = name
+        self.data: memoryview | None = None
+        self.stream: Readable | None = None
+        self.pos = 0
+        self.start: int | None = None  # where a seekable stream began
+        if isinstance(source, bytes | bytearray | memoryview):
+            self.data = memoryview(source).cast("B")
+        elif callable(getattr(source, "read", None)):
+            self.stream = source
+            try:
+                if source.seekable():  # type: ignore[attr-defined]
+                    self.start = source.tell()  # type: ignore[attr-defined]
+            except (AttributeError, OSError, ValueError):
+                self.start = None
+        else:
+            raise TypeError(
+                f"load_trace reads bytes or a binary stream (with .read(n)), "
+                f"not {type(source).__name__}"
+            )
+
+    def read(self, n: int) -> bytes:
+        """At most `n` bytes (fewer only when the stream gives fewer); b"" at the end."""
+        if self.data is not None:
+            view = self.data[self.pos : self.pos + n]
+            self.pos += len(view)
+            return bytes(view)
+        assert self.stream is not None
+        try:
+            block = self.stream.read(n)
+        except OSError as exc:
+            raise TraceFormatError(f"{self.name}: cannot read the trace ({exc})") from exc
+        return bytes(block) if block else b""
+
+    def read_at_least(self, data: bytes, n: int) -> bytes:
+        """`data` extended by reads until it holds `n` bytes or the input ends."""
+        while len(data) < n and (more := self.read(max(n - len(data), _READ_BYTES))):
+            data += more
+        return data
+
+    def all_bytes(self) -> bytes | None:
+        """The whole input when it was handed as plain bytes (no copy), else None."""
+        if self.data is not None and self.pos == 0 and self.data[:2] != _GZIP_MAGIC:
+            obj = self.data.obj
+            return obj if isinstance(obj, bytes) and len(obj) == len(self.data) else None
+        return None
+
+    def again(self) -> bool:
+        """Back to where loading began: True for bytes and a seekable stream, else False."""
+        if self.data is not None:
+            self.pos = 0
+            return True
+        if self.start is None:
+            return False
+        try:
+            self.stream.seek(self.start)  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):
+            return False
+        return True
 
 
-def _blocks(path: str, block_bytes: int) -> Iterator[bytes]:
-    """The file's (decompressed) bytes, in blocks of at most about `block_bytes`."""
-    with _open(path) as f:
-        head = f.read(2)
-        if head != _GZIP_MAGIC:
-            if head:
-                yield head
-            while block := f.read(block_bytes):
-                yield block
-            return
-        yield from _gunzip(f, head, path, block_bytes)
+def _blocks(reader: _Reader, block_bytes: int) -> Iterator[bytes]:
+    """The input's (decompressed) bytes, in blocks of at most about `block_bytes`."""
+    head = reader.read_at_least(b"", 2)
+    if head[:2] != _GZIP_MAGIC:
+        if head:
+            yield head
+        while block := reader.read(block_bytes):
+            yield block
+        return
+    yield from _gunzip(reader, head, block_bytes)
 
 
-def _gunzip(f: BinaryIO, head: bytes, path: str, block_bytes: int) -> Iterator[bytes]:
+def _gunzip(reader: _Reader, head: bytes, block_bytes: int) -> Iterator[bytes]:
+    name = reader.name
     member = _inflate.decompressobj(31)
     data = head
     while True:
         try:
             out = member.decompress(data, block_bytes)
         except _INFLATE_ERRORS as exc:
-            raise TraceFormatError(f"{path}: corrupt gzip file ({exc})") from exc
+            raise TraceFormatError(f"{name}: corrupt gzip file ({exc})") from exc
         data = member.unconsumed_tail
         if out:
             yield out
         if member.eof:  # next member, if any (trailing padding ignored)
-            data = member.unused_data
-            if len(data) < 2:
-                data += f.read(_READ_BYTES)
+            data = reader.read_at_least(member.unused_data, 2)
             if not data.startswith(_GZIP_MAGIC):
                 return
             member = _inflate.decompressobj(31)
         elif not data and len(out) < block_bytes:  # all input used and no output pending
-            data = f.read(_READ_BYTES)
+            data = reader.read(_READ_BYTES)
             if not data:
                 raise TraceFormatError(
-                    f"{path}: truncated gzip file (the compressed stream ends early); "
+                    f"{name}: truncated gzip file (the compressed stream ends early); "
                     "copy the trace again"
                 )
 
 
-def _read_all(path: str) -> bytes:
-    data = b"".join(_blocks(path, 1 << 24))
+def _read_all(reader: _Reader) -> bytes:
+    data = reader.all_bytes()
+    if data is None:
+        data = b"".join(_blocks(reader, 1 << 24))
+    return _not_empty(data, reader.name)
+
+
+def _not_empty(data: bytes, name: str) -> bytes:
     if not data.strip():
-        raise TraceFormatError(f"{path}: empty file, expected a PyTorch profiler JSON trace")
+        raise TraceFormatError(f"{name}: empty file, expected a PyTorch profiler JSON trace")
     return data
 
 
@@ -151,19 +242,32 @@ def _read_all(path: str) -> bytes:
 
 
 class _Text:
-    """A sliding window over the decompressed text (a bytearray: slices parse in place)."""
+    """A sliding window over the decompressed text (a bytearray: slices parse in place).
+
+    Nothing is dropped until the first slice of events has been cut (`pinned`): up to then the
+    window holds the text from the start anyway (the text before the array is kept for the
+    metadata, and an uncut slice is kept whole), and a document that cannot be cut is parsed
+    whole from it, even from a stream that cannot be read again.
+    """
 
     def __init__(self, blocks: Iterator[bytes]) -> None:
         self.blocks = blocks
         self.buf = bytearray()
         self.eof = False
+        self.pinned = True  # drop nothing yet
+        self.whole = True  # `buf` + the blocks not yet read are the whole text
 
     def more(self, keep_from: int) -> int:
-        """Drop the text before `keep_from`, append a block; returns the shift applied."""
+        """Drop the text before `keep_from` (unless pinned), append a block; returns the shift
+        applied."""
         block = next(self.blocks, None)
         if block is None:
             self.eof = True
-        del self.buf[:keep_from]
+        if self.pinned:
+            keep_from = 0
+        elif keep_from:
+            self.whole = False
+            del self.buf[:keep_from]
         if block:
             self.buf += block
         return keep_from
@@ -178,7 +282,16 @@ class _Text:
             pos -= self.more(max(0, pos - 1))  # keep one byte before `pos` (see _parse_slice)
 
     def rest(self, pos: int) -> bytes:
+        """The text from `pos` to the end (read now; kept in the window while pinned)."""
+        if self.pinned:
+            self.buf += b"".join(self.blocks)
+            return bytes(self.buf[pos:])
+        self.whole = False
         return bytes(self.buf[pos:]) + b"".join(self.blocks)
+
+    def everything(self) -> bytes:
+        """The whole text (only while `whole`): what is held and the blocks not yet read."""
+        return bytes(self.buf) + b"".join(self.blocks)
 
 
 class _SliceDecoder:
@@ -276,17 +389,19 @@ def _stream_events(text: _Text, pos: int, builder: ColumnBuilder, chunk_bytes: i
         with memoryview(text.buf) as view, view[pos:end] as piece:
             builder.add(events, piece)
         del events
+        text.pinned = False
         if text.buf[after - 1] == 0x5D:  # "]"
             return after
         pos = after - 1
 
 
-def _parse_stream(path: str, builder: ColumnBuilder, chunk_bytes: int) -> dict[str, Any] | None:
+def _parse_stream(
+    text: _Text, builder: ColumnBuilder, chunk_bytes: int, name: str
+) -> dict[str, Any] | None:
     """Metadata (None for a bare array) after streaming every event into `builder`."""
-    text = _Text(_blocks(path, max(chunk_bytes, 1 << 16)))
     first = text.skip_ws(0)
     if first >= len(text.buf):
-        raise TraceFormatError(f"{path}: empty file, expected a PyTorch profiler JSON trace")
+        raise TraceFormatError(f"{name}: empty file, expected a PyTorch profiler JSON trace")
     if text.buf[first : first + 1] == b"[":
         end = _stream_events(text, first + 1, builder, chunk_bytes)
         if text.rest(end).strip():
@@ -321,31 +436,31 @@ def _exact_events(raw: bytes) -> list[Any]:
     return events if isinstance(events, list) else []
 
 
-def _parse_whole(raw: bytes, builder: ColumnBuilder, path: str) -> dict[str, Any] | None:
+def _parse_whole(raw: bytes, builder: ColumnBuilder, name: str) -> dict[str, Any] | None:
     """Parse the whole document at once; the source of precise format errors."""
     import orjson
 
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise TraceFormatError(f"{path}: not valid JSON ({exc})") from exc
+        raise TraceFormatError(f"{name}: not valid JSON ({exc})") from exc
     if isinstance(doc, list):
         builder.add(doc, raw, lambda: _exact_events(raw))
         return None
     if not isinstance(doc, dict):
         raise TraceFormatError(
-            f"{path}: the JSON root is a {type(doc).__name__}; expected an object with "
+            f"{name}: the JSON root is a {type(doc).__name__}; expected an object with "
             "`traceEvents` (or a bare array of events)"
         )
     events = doc.pop("traceEvents", None)
     if events is None:
         keys = ", ".join(sorted(doc)[:8]) or "none"
         raise TraceFormatError(
-            f"{path}: no `traceEvents` in the JSON object (keys: {keys}); "
+            f"{name}: no `traceEvents` in the JSON object (keys: {keys}); "
             "is this a PyTorch profiler trace?"
         )
     if not isinstance(events, list):
-        raise TraceFormatError(f"{path}: `traceEvents` is a {type(events).__name__}, not a list")
+        raise TraceFormatError(f"{name}: `traceEvents` is a {type(events).__name__}, not a list")
     builder.add(events, raw, lambda: _exact_events(raw))
     return doc
 
@@ -353,23 +468,24 @@ def _parse_whole(raw: bytes, builder: ColumnBuilder, path: str) -> dict[str, Any
 # -- rank and entry point --------------------------------------------------------------------
 
 
-def rank_from_name(path: Pathish) -> int | None:
-    """Rank in a file name: `rank_3`, `rank-3`, `rank3`, `trainer_r3`, `r3of8` → 3."""
-    name = os.path.basename(os.fspath(path))  # noqa: PTH119 - as `_open`
+def rank_from_name(name: str) -> int | None:
+    """Rank in a file name (the last `/` part of `name`): `rank_3`, `rank-3`, `rank3`,
+    `trainer_r3`, `r3of8` → 3."""
+    base = base_name(name)
     for pattern in _RANK_PATTERNS:
-        m = pattern.search(name)
+        m = pattern.search(base)
         if m:
             return int(m.group(1))
     return None
 
 
-def _rank(metadata: dict[str, Any] | None, path: str, rank: int | None) -> tuple[int | None, str]:
+def _rank(metadata: dict[str, Any] | None, name: str, rank: int | None) -> tuple[int | None, str]:
     info = metadata.get("distributedInfo") if metadata else None
     if isinstance(info, dict):
         value = as_int(info.get("rank"))
         if value >= 0:
             return value, "distributedInfo"
-    by_name = rank_from_name(path)
+    by_name = rank_from_name(name)
     if by_name is not None:
         return by_name, "file name"
     if rank is not None:
@@ -388,38 +504,57 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _streamed(reader: _Reader, chunk_bytes: int) -> tuple[ColumnBuilder, dict[str, Any] | None]:
+    """The streaming parse; a document it cannot cut is parsed whole (into a fresh builder)."""
+    text = _Text(_blocks(reader, max(chunk_bytes, 1 << 16)))
+    builder = ColumnBuilder(reader.name)
+    try:
+        return builder, _parse_stream(text, builder, chunk_bytes, reader.name)
+    except _NotStreamable as exc:
+        if text.whole:
+            raw = _not_empty(text.everything(), reader.name)
+        elif reader.again():
+            raw = _read_all(reader)
+        else:
+            raise TraceFormatError(
+                f"{reader.name}: not valid JSON, or not a trace ({exc}); this stream cannot be "
+                "read again to say exactly where: load the file, or its bytes, for that"
+            ) from None
+    builder = ColumnBuilder(reader.name)
+    return builder, _parse_whole(raw, builder, reader.name)
+
+
 def load_trace(
-    path: Pathish,
+    source: TraceSource,
     rank: int | None = None,
     *,
+    name: str,
     chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
 ) -> Trace:
-    """Load one Kineto trace file (`.json` / `.json.gz`, object or bare array) as a `Trace`.
+    """Parse one Kineto trace (JSON or gzip, object or bare array) as a `Trace`.
 
-    Rank: `distributedInfo.rank`, else the file name (`rank_3`, `_r3`, `rank3`), else `rank`.
-    `chunk_bytes`: size of the slices streamed through the parser; None parses the whole file at
-    once (same result, memory ≈ 10× the JSON). Raises `TraceFormatError` naming the file and the
-    problem.
+    `source`: the trace's bytes, or a binary stream (`read(n)`), read from where it stands;
+    the caller opens and closes it. `name`: what errors and `Trace.source` call it (a path, an
+    upload's name); its last `/` part is searched for a rank. Rank: `distributedInfo.rank`, else
+    the name (`rank_3`, `_r3`, `rank3`), else `rank`. `chunk_bytes`: size of the slices streamed
+    through the parser; None parses the whole document at once (same result, memory ≈ 10× the
+    JSON). Raises `TraceFormatError` naming the trace and the problem.
     """
-    p = os.fspath(path)
+    reader = _Reader(source, name)
     with _gc_paused():
-        builder = ColumnBuilder(p)
         metadata: dict[str, Any] | None
         if chunk_bytes is None:
-            metadata = _parse_whole(_read_all(p), builder, p)
+            builder = ColumnBuilder(name)
+            metadata = _parse_whole(_read_all(reader), builder, name)
         else:
-            try:
-                metadata = _parse_stream(p, builder, max(1, chunk_bytes))
-            except _NotStreamable:
-                builder = ColumnBuilder(p)
-                metadata = _parse_whole(_read_all(p), builder, p)
+            builder, metadata = _streamed(reader, max(1, chunk_bytes))
         events, flows = builder.tables()
     meta = metadata or {}
-    resolved, source = _rank(meta, p, rank)
+    resolved, rank_source = _rank(meta, name, rank)
     return Trace(
-        path=p,
+        source=name,
         rank=resolved,
-        rank_source=source,
+        rank_source=rank_source,
         events=events,
         flows=flows,
         names=list(builder.names),

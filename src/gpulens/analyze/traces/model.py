@@ -80,10 +80,20 @@ class FlowTable(msgspec.Struct, frozen=True):
         return int(self.ts_ns.shape[0])
 
 
-class Trace(msgspec.Struct, frozen=True):
-    """One rank's profiler trace, loaded (see `gpulens.analyze.traces.load.load_trace`)."""
+def base_name(name: str) -> str:
+    """The last `/` part of a trace's name (`runs/rank_3.json` → `rank_3.json`); a pure string
+    function, so names need not be paths of this machine."""
+    return name.rstrip("/").rpartition("/")[2] or name
 
-    path: str
+
+class Trace(msgspec.Struct, frozen=True):
+    """One rank's profiler trace, loaded (see `gpulens.analyze.traces.load.load_trace`).
+
+    `source` is the name the loader was given (a path, an upload's name); `names` is the table
+    of event names.
+    """
+
+    source: str
     rank: int | None
     rank_source: str  # "distributedInfo", "file name", "argument" or "unknown"
     events: EventTable
@@ -94,6 +104,11 @@ class Trace(msgspec.Struct, frozen=True):
     process_names: dict[int, str] = msgspec.field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = msgspec.field(default_factory=dict)
     raw_event_count: int = 0
+
+    @property
+    def file_name(self) -> str:
+        """`source`'s last `/` part: the file name shown."""
+        return base_name(self.source)
 
     @property
     def distributed_info(self) -> dict[str, Any] | None:

@@ -146,7 +146,7 @@ def analyze_job(
     traces: list[Trace], *, hta_window: bool = False
 ) -> tuple[list[RankAnalysis], Cluster]:
     """Analyse the ranks of one job and compare them (ranks sorted by rank, unknown last)."""
-    ordered = sorted(traces, key=lambda t: (t.rank is None, t.rank or 0, t.path))
+    ordered = sorted(traces, key=lambda t: (t.rank is None, t.rank or 0, t.source))
     n_steps = job_step_name_count(ordered)
     analyses = [analyze_rank(t, hta_window=hta_window, job_step_names=n_steps) for t in ordered]
     return analyses, cluster(analyses)
@@ -176,7 +176,7 @@ def cluster(
     rows = [
         RankRow(
             a.rank,
-            a.trace.path,
+            a.trace.source,
             start - job_start,
             shift,
             a.comm.span_ns,

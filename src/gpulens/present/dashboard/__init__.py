@@ -9,20 +9,14 @@ render these and compute nothing.
 
 from __future__ import annotations
 
+from gpulens.app.trace_dirs import TraceEntry, TracePathError
 from gpulens.present.dashboard.common import Analysed, Settings, analyse_window
 from gpulens.present.dashboard.findings import FindingsPage, findings_page
 from gpulens.present.dashboard.fleet import FleetPage, fleet_page
 from gpulens.present.dashboard.gpu import GpuEntry, GpuPage, UnknownGpu, gpu_list, gpu_page
 from gpulens.present.dashboard.now import NowStrip, now_strip
 from gpulens.present.dashboard.people import PeoplePage, people_page
-from gpulens.present.dashboard.traces import (
-    TraceEntry,
-    TracePage,
-    TracePathError,
-    list_traces,
-    resolve_trace,
-    trace_page,
-)
+from gpulens.present.dashboard.traces import TracePage, trace_page
 from gpulens.present.dashboard.window import RANGES, Window, choose_step, resolve
 from gpulens.present.dashboard.workloads import WorkloadsPage, workloads_page
 
@@ -48,11 +42,9 @@ __all__ = [
     "fleet_page",
     "gpu_list",
     "gpu_page",
-    "list_traces",
     "now_strip",
     "people_page",
     "resolve",
-    "resolve_trace",
     "trace_page",
     "workloads_page",
 ]

@@ -11,20 +11,15 @@ from functools import partial
 from pathlib import Path
 
 from gpulens.app.agent import AgentContext
+from gpulens.app.trace_dirs import TraceEntry, list_traces, resolve_trace
+from gpulens.app.traces import analyze_files
 from gpulens.present.dashboard.common import Analysed, Settings, analyse_window
 from gpulens.present.dashboard.findings import FindingsPage, findings_page
 from gpulens.present.dashboard.fleet import FleetPage, fleet_page
 from gpulens.present.dashboard.gpu import GpuEntry, GpuPage, gpu_list, gpu_page
 from gpulens.present.dashboard.now import NowStrip, now_strip
 from gpulens.present.dashboard.people import PeoplePage, people_page
-from gpulens.present.dashboard.traces import (
-    TraceCache,
-    TraceEntry,
-    TracePage,
-    list_traces,
-    resolve_trace,
-    trace_page,
-)
+from gpulens.present.dashboard.traces import TraceCache, TracePage, trace_page
 from gpulens.present.dashboard.window import DEFAULT_POINTS, DEFAULT_RANGE, Window, resolve
 from gpulens.present.dashboard.workloads import WorkloadsPage, workloads_page
 from gpulens.store import Store
@@ -132,9 +127,9 @@ class Dashboard:
         return self.traces.get(files, name)
 
     def analyse_upload(self, path: Path, source: str, upload_id: str) -> TracePage:
-        """Analyse an uploaded file and keep the result under `upload_id` (TraceFormatError
-        when it is not a trace)."""
-        page = trace_page([path], source)
+        """Analyse an uploaded file (called `source` in errors and on the page) and keep the
+        result under `upload_id` (TraceFormatError when it is not a trace)."""
+        page = trace_page(analyze_files([path], names=[source]), source)
         with self._uploads_lock:
             self._uploads[upload_id] = page
             while len(self._uploads) > self.keep:

@@ -1,9 +1,8 @@
-"""The Traces page: the profiler traces under the configured directories, opened by name only
-inside them, and the analysis of one (`present.trace_report`), as a view model.
+"""The Traces page: the analysis of one trace or job (`gpulens.app.traces`, through the
+report's view, `present.reports.trace`) as a view model, and a small cache of them.
 
-Names are relative to one of `trace_dirs`; a name is resolved (symlinks followed) and must
-stay inside its directory, so neither `..` nor a symlink pointing elsewhere reaches a file
-outside. Paths shown are these relative names, never the server's own paths.
+Which traces the configured directories hold, and which files a name inside one stands for, is
+`gpulens.app.trace_dirs`. Files are shown by name only, never by the server's own paths.
 """
 
 from __future__ import annotations
@@ -12,126 +11,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from gpulens.analyze.traces.causes import CAUSES
+from gpulens.analyze.traces.model import base_name
+from gpulens.app.trace_dirs import file_stamps
+from gpulens.app.traces import TraceJob, analyze_files
 from gpulens.present.dashboard.common import num
-from gpulens.present.reports.trace import TRACE_SUFFIXES, build_view
+from gpulens.present.reports.trace import build_view
 
-MAX_LISTED = 500
-MAX_DEPTH = 4
 #: idle gaps per rank drawn on the timeline (the longest ones)
 MAX_GAPS_DRAWN = 1500
-
-
-class TracePathError(ValueError):
-    """A trace name that is not a trace file or directory inside the configured directories;
-    `status` is the HTTP status that says why."""
-
-    status = 422
-
-
-class TraceNotFound(TracePathError):
-    status = 404
-
-
-class TraceOutside(TracePathError):
-    status = 403
-
-
-class TraceTooLarge(TracePathError):
-    status = 413
-
-
-@dataclass
-class TraceEntry:
-    """A trace the page can open: a file, or a directory of one job's rank files."""
-
-    dir: int
-    name: str
-    kind: str  # "file" or "job"
-    size_bytes: int
-    files: int = 1
-
-
-def _is_trace(path: Path) -> bool:
-    return path.name.endswith(TRACE_SUFFIXES)
-
-
-def _inside(path: Path, base: Path) -> bool:
-    try:
-        return path.resolve(strict=True).is_relative_to(base)
-    except (OSError, RuntimeError):
-        return False
-
-
-def list_traces(dirs: Sequence[Path], limit: int = MAX_LISTED) -> list[TraceEntry]:
-    """Trace files (and directories holding several, as one job each) under `dirs`, walked
-    `MAX_DEPTH` levels deep; entries whose real path leaves their directory are skipped."""
-    out: list[TraceEntry] = []
-    for i, raw in enumerate(dirs):
-        try:
-            base = Path(raw).resolve(strict=True)
-        except (OSError, RuntimeError):
-            continue
-        if not base.is_dir():
-            continue
-        stack: list[tuple[Path, int]] = [(base, 0)]
-        while stack and len(out) < limit:
-            folder, depth = stack.pop()
-            try:
-                children = sorted(folder.iterdir())
-            except OSError:
-                continue
-            files = [c for c in children if c.is_file() and _is_trace(c) and _inside(c, base)]
-            rel = folder.relative_to(base).as_posix()
-            if len(files) > 1 and folder != base:
-                size = sum(f.stat().st_size for f in files)
-                out.append(TraceEntry(i, rel, "job", size, len(files)))
-            for f in files:
-                out.append(TraceEntry(i, f.relative_to(base).as_posix(), "file", f.stat().st_size))
-            if depth < MAX_DEPTH:
-                subdirs = [c for c in children if c.is_dir() and not c.is_symlink()]
-                stack.extend((d, depth + 1) for d in reversed(subdirs))
-    return out[:limit]
-
-
-def resolve_trace(dirs: Sequence[Path], dir_index: int, name: str, max_bytes: int) -> list[Path]:
-    """The files of trace `name` in `dirs[dir_index]`: the file itself, or the rank files of a
-    directory. TracePathError for anything outside the directory, missing, not a trace, or
-    larger than `max_bytes` in all."""
-    if not 0 <= dir_index < len(dirs):
-        raise TraceNotFound(
-            f"trace directory {dir_index} does not exist: {len(dirs)} directories are configured"
-        )
-    rel = PurePosixPath(name)
-    if not name or "\x00" in name or "\\" in name or rel.is_absolute() or ".." in rel.parts:
-        raise TracePathError(
-            f"trace name {name!r} is not a relative path inside the trace directory"
-        )
-    try:
-        base = Path(dirs[dir_index]).resolve(strict=True)
-        target = (base / rel).resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise TraceNotFound(
-            f"trace {name!r} does not exist in trace directory {dir_index}"
-        ) from None
-    if not target.is_relative_to(base):
-        raise TraceOutside(f"trace {name!r} leads outside its trace directory: refused")
-    if target.is_dir():
-        files = sorted(f for f in target.iterdir() if f.is_file() and _is_trace(f))
-        files = [f.resolve() for f in files if _inside(f, base)]
-        if not files:
-            raise TracePathError(f"{name!r} holds no trace files (*.json, *.json.gz)")
-    elif target.is_file() and _is_trace(target):
-        files = [target]
-    else:
-        raise TracePathError(f"{name!r} is not a trace file (*.json, *.json.gz)")
-    size = sum(f.stat().st_size for f in files)
-    if size > max_bytes:
-        raise TraceTooLarge(f"{name!r} is {size:,} bytes; the limit is {max_bytes:,} bytes")
-    return files
 
 
 # -- the analysis view ------------------------------------------------------------------------
@@ -240,19 +131,18 @@ def _rank(r: dict[str, Any], gaps: list[tuple[float, float, str]], name: str) ->
     )
 
 
-def trace_page(files: Sequence[Path], source: str) -> TracePage:
-    """Analyse `files` (one trace, or the rank files of one job); `source` is the name shown
-    (file paths are shown by name only). TraceFormatError for input that is not a trace."""
-    view = build_view(files)
-    names = {str(p): Path(p).name for p in files}
+def trace_page(job: TraceJob, source: str) -> TracePage:
+    """The page of an analysed trace or job (`gpulens.app.traces.analyze_files`); `source` is
+    the name shown (files are shown by name only)."""
+    view = build_view(job)
     ranks = [
-        _rank(r, t.gaps, names.get(str(r["file"]), Path(str(r["file"])).name))
+        _rank(r, t.gaps, base_name(str(r["file"])))
         for r, t in zip(view.doc["ranks"], view.timelines, strict=True)
     ]
     cluster = _scrub(view.doc["cluster"])
     for row in cluster.get("per_rank", []):
         if "file" in row:
-            row["file"] = Path(str(row["file"])).name
+            row["file"] = base_name(str(row["file"]))
     return TracePage(
         title=view.title,
         source=source,
@@ -263,7 +153,7 @@ def trace_page(files: Sequence[Path], source: str) -> TracePage:
 
 
 class TraceCache:
-    """The last few analyses, keyed by the files' paths, sizes and modification times."""
+    """The last few pages, keyed by the files' paths, sizes and modification times."""
 
     def __init__(self, size: int = 8) -> None:
         self.size = size
@@ -271,12 +161,14 @@ class TraceCache:
         self._lock = threading.Lock()
 
     def get(self, files: Sequence[Path], source: str) -> TracePage:
-        key = (*((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files), source)
+        """The page of `files` (one trace, or the rank files of one job), analysed on a miss;
+        TraceFormatError for input that is not a trace."""
+        key = (*file_stamps(files), source)
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        page = trace_page(files, source)
+        page = trace_page(analyze_files(files), source)
         with self._lock:
             self._items[key] = page
             while len(self._items) > self.size:

@@ -1,9 +1,11 @@
-"""`gpulens trace`: analyse profiler traces and render them as terminal text, Markdown, a
-self-contained HTML page (with an SVG timeline of the idle gaps and their causes) or JSON.
+"""`gpulens trace`: profiler-trace analyses (`gpulens.app.traces.TraceJob`) as a view model,
+rendered as terminal text, Markdown, a self-contained HTML page (with an SVG timeline of the idle
+gaps and their causes) or JSON.
 
-Entry point for the CLI: `run_trace(paths, fmt, output, compare, hta_window) -> str`. The JSON
-schema (`SCHEMA_VERSION`) is documented in docs/traces.md and kept stable: new keys may be added,
-existing ones keep their meaning.
+Entry point for the CLI: `run_trace(paths, fmt, output, compare, hta_window) -> str`, which has
+`gpulens.app.traces` load and analyse the files, then builds the view (`build_view`) and renders
+it. The JSON schema (`SCHEMA_VERSION`) is documented in docs/traces.md and kept stable: new keys
+may be added, existing ones keep their meaning.
 """
 
 from __future__ import annotations
@@ -17,15 +19,13 @@ from typing import Any
 
 from gpulens.analyze.traces.causes import CAUSES
 from gpulens.analyze.traces.kernels import KERNEL_CLASSES
-from gpulens.analyze.traces.load import load_trace
-from gpulens.analyze.traces.ranks import RankAnalysis, analyze_job
-from gpulens.errors import TraceFormatError
-from gpulens.findings.traces import trace_findings
+from gpulens.analyze.traces.model import base_name
+from gpulens.analyze.traces.ranks import RankAnalysis
+from gpulens.app.traces import TraceJob, analyze_paths
 from gpulens.present.reports.markup import CAUSE_COLORS, html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 1
 FORMATS = ("terminal", "markdown", "html", "json")
-TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 MAX_STEPS_SHOWN = 12
 MAX_TIMELINE_GAPS = 3000
 
@@ -49,32 +49,13 @@ class TraceView:
 # -- building the view ------------------------------------------------------------------------
 
 
-def trace_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Files named, and the trace files (`*.json`, `*.json.gz`, `*.gz`) inside directories."""
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted(
-                f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
-            )
-            if not found:
-                raise TraceFormatError(f"{p}: no trace files (*.json, *.json.gz) in the directory")
-            out += found
-        else:
-            out.append(p)
-    if not out:
-        raise TraceFormatError("no trace file given")
-    return out
-
-
 def _rank_doc(a: RankAnalysis) -> dict[str, Any]:
     b = a.breakdown
     origin = a.origin_ns
     return {
         "rank": a.rank,
         "rank_source": a.trace.rank_source,
-        "file": a.trace.path,
+        "file": a.trace.source,
         "device": a.device,
         "start_ns": origin,
         "end_ns": a.end_ns,
@@ -102,18 +83,8 @@ def _timeline(a: RankAnalysis) -> Timeline:
         )
         for i in order
     ]
-    label = f"rank {a.rank}" if a.rank is not None else Path(a.trace.path).name
+    label = f"rank {a.rank}" if a.rank is not None else a.trace.file_name
     return Timeline(label, (a.end_ns - origin) / 1000, gaps)
-
-
-def analyze_paths(
-    paths: Sequence[str | Path], *, hta_window: bool = False
-) -> tuple[list[RankAnalysis], dict[str, Any], list[Any]]:
-    files = trace_files(paths)
-    traces = [load_trace(f, rank=i) for i, f in enumerate(files)]
-    analyses, cluster = analyze_job(traces, hta_window=hta_window)
-    findings = trace_findings(analyses, cluster if len(analyses) > 1 else None)
-    return analyses, cluster.to_dict(), findings
 
 
 def _compare_numbers(rank: dict[str, Any]) -> dict[str, float]:
@@ -166,30 +137,25 @@ def compare_docs(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
     }
 
 
-def build_view(
-    paths: Sequence[str | Path],
-    *,
-    compare: Sequence[str | Path] = (),
-    hta_window: bool = False,
-) -> TraceView:
-    analyses, cluster, findings = analyze_paths(paths, hta_window=hta_window)
+def build_view(job: TraceJob, *, before: TraceJob | None = None) -> TraceView:
+    """The view of an analysed job; `before`: an earlier run of it, compared rank by rank."""
+    analyses = job.analyses
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kind": "trace",
-        "hta_window": hta_window,
+        "hta_window": job.hta_window,
         "ranks": [_rank_doc(a) for a in analyses],
-        "cluster": cluster,
-        "findings": [f.to_dict() for f in findings],
+        "cluster": job.cluster.to_dict(),
+        "findings": [f.to_dict() for f in job.findings],
         "compare": None,
     }
-    if compare:
-        b_analyses, _b_cluster, b_findings = analyze_paths(compare, hta_window=hta_window)
-        before = {
-            "ranks": [_rank_doc(a) for a in b_analyses],
-            "findings": [f.to_dict() for f in b_findings],
+    if before is not None:
+        earlier = {
+            "ranks": [_rank_doc(a) for a in before.analyses],
+            "findings": [f.to_dict() for f in before.findings],
         }
-        doc["compare"] = compare_docs(before, doc)
-    names = sorted({Path(a.trace.path).name for a in analyses})
+        doc["compare"] = compare_docs(earlier, doc)
+    names = sorted({a.trace.file_name for a in analyses})
     title = "Trace analysis: " + (names[0] if len(names) == 1 else f"{len(names)} ranks")
     return TraceView(doc, title, [_timeline(a) for a in analyses])
 
@@ -384,7 +350,7 @@ def _compare_table(cmp: dict[str, Any]) -> list[Table]:
         ]
         out.append(
             (
-                f"Compared with {Path(r['before_file']).name} (rank {r['rank']})",
+                f"Compared with {base_name(r['before_file'])} (rank {r['rank']})",
                 ["figure", "before", "after", "delta", "change"],
                 rows,
             )
@@ -400,7 +366,7 @@ def _sections(view: TraceView) -> list[tuple[str, list[Table]]]:
         notes: list[Table] = [("Notes", ["note"], [[n] for n in cluster["notes"]])]
         out.append(("Job", [_cluster_table(cluster), *(notes if cluster["notes"] else [])]))
     for r in doc["ranks"]:
-        head = f"Rank {r['rank']}: {Path(r['file']).name}"
+        head = f"Rank {r['rank']}: {base_name(r['file'])}"
         out.append((head, _rank_tables(r)))
     if doc["compare"]:
         out.append(("Before / after", _compare_table(doc["compare"])))
@@ -558,7 +524,9 @@ def run_trace(
     """
     if fmt not in RENDERERS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    text = RENDERERS[fmt](build_view(paths, compare=compare, hta_window=hta_window))
+    job = analyze_paths(paths, hta_window=hta_window)
+    before = analyze_paths(compare, hta_window=hta_window) if compare else None
+    text = RENDERERS[fmt](build_view(job, before=before))
     if output is not None:
         Path(output).write_text(text, encoding="utf-8")
     return text

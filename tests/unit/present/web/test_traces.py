@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from gpulens.present.dashboard.traces import (
+from gpulens.app.trace_dirs import (
     TraceNotFound,
     TraceOutside,
     TracePathError,
     TraceTooLarge,
     list_traces,
     resolve_trace,
-    trace_page,
 )
+from gpulens.app.traces import analyze_files
+from gpulens.present.dashboard.traces import trace_page
 
 BIG = 1 << 30
 
@@ -82,7 +83,7 @@ def test_size_limit(trace_dir: Path) -> None:
 
 
 def test_the_page_names_files_not_server_paths(trace_dir: Path) -> None:
-    page = trace_page(resolve_trace([trace_dir], 0, "job", BIG), "job")
+    page = trace_page(analyze_files(resolve_trace([trace_dir], 0, "job", BIG)), "job")
     assert [r.file for r in page.ranks] == ["rank0.json", "rank1.json"]
     assert str(trace_dir) not in repr(page)
     assert page.ranks[0].kernel_classes and page.ranks[0].idle_causes

@@ -1,0 +1,125 @@
+"""Profiler traces from files: open them, hand the streams to the parser, analyse one job.
+
+The parser (`gpulens.analyze.traces.load.load_trace`) reads bytes or a binary stream and opens
+nothing; this module is the file side. `load_trace_file` opens one path, hands the stream to the
+parser (which reads it block by block, so memory stays bounded whatever the file size) and
+closes it; `trace_files` finds the trace files of a directory; `analyze_paths` loads the files of
+one job and runs every analysis and the findings (`TraceJob`), which the report and the
+dashboard render. pathlib is not imported (a few ms of every `gpulens trace` start-up), nor are
+the analyses until something is analysed (loading alone needs only the parser).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, BinaryIO
+
+from gpulens.analyze.traces.load import DEFAULT_CHUNK_BYTES, load_trace
+from gpulens.analyze.traces.model import Trace
+from gpulens.errors import TraceFormatError
+
+if TYPE_CHECKING:
+    from gpulens.analyze.traces.ranks import Cluster, RankAnalysis
+    from gpulens.findings.model import Finding
+
+__all__ = [
+    "TRACE_SUFFIXES",
+    "TraceJob",
+    "analyze_files",
+    "analyze_paths",
+    "analyze_traces",
+    "load_trace_file",
+    "open_trace",
+    "trace_files",
+]
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+PathLike = str | os.PathLike[str]
+
+
+def open_trace(path: PathLike) -> BinaryIO:
+    """`path` opened for reading (binary); TraceFormatError naming it when it cannot be."""
+    try:
+        return open(path, "rb")  # noqa: PTH123 - no pathlib (see the module docstring)
+    except OSError as exc:
+        raise TraceFormatError(
+            f"{os.fspath(path)}: cannot read the trace file ({exc.strerror})"
+        ) from exc
+
+
+def load_trace_file(
+    path: PathLike,
+    rank: int | None = None,
+    *,
+    name: str | None = None,
+    chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
+) -> Trace:
+    """Load the trace file at `path` (JSON or gzip): `load_trace` over the open file.
+
+    `name`: what errors and `Trace.source` call it (default: the path as given). `rank` and
+    `chunk_bytes` as `load_trace`. Raises TraceFormatError.
+    """
+    with open_trace(path) as f:
+        return load_trace(
+            f, rank, name=os.fspath(path) if name is None else name, chunk_bytes=chunk_bytes
+        )
+
+
+def trace_files(paths: Sequence[PathLike]) -> list[str]:
+    """Files named, and the trace files (`*.json`, `*.json.gz`, `*.gz`) inside directories."""
+    out: list[str] = []
+    for raw in paths:
+        p = os.fspath(raw)
+        if os.path.isdir(p):  # noqa: PTH112 - no pathlib (see above)
+            with os.scandir(p) as entries:
+                found = sorted(
+                    os.path.join(p, e.name)  # noqa: PTH118 - no pathlib (see above)
+                    for e in entries
+                    if e.name.endswith(TRACE_SUFFIXES) and e.is_file()
+                )
+            if not found:
+                raise TraceFormatError(f"{p}: no trace files (*.json, *.json.gz) in the directory")
+            out += found
+        else:
+            out.append(p)
+    if not out:
+        raise TraceFormatError("no trace file given")
+    return out
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One job's traces analysed: each rank, the ranks compared, and the findings."""
+
+    analyses: list[RankAnalysis]
+    cluster: Cluster
+    findings: list[Finding] = field(default_factory=list)
+    hta_window: bool = False
+
+
+def analyze_traces(traces: Sequence[Trace], *, hta_window: bool = False) -> TraceJob:
+    """Every analysis of the loaded ranks of one job, and its findings."""
+    from gpulens.analyze.traces.ranks import analyze_job
+    from gpulens.findings.traces import trace_findings
+
+    analyses, cluster = analyze_job(list(traces), hta_window=hta_window)
+    findings = trace_findings(analyses, cluster if len(analyses) > 1 else None)
+    return TraceJob(analyses, cluster, findings, hta_window)
+
+
+def analyze_files(
+    files: Sequence[PathLike], *, names: Sequence[str] | None = None, hta_window: bool = False
+) -> TraceJob:
+    """Load `files` (one job; file i is rank i unless its metadata or name says otherwise) and
+    analyse them. `names`: what each is called (default: its path)."""
+    shown = [os.fspath(f) for f in files] if names is None else list(names)
+    pairs = enumerate(zip(files, shown, strict=True))
+    traces = [load_trace_file(f, rank=i, name=n) for i, (f, n) in pairs]
+    return analyze_traces(traces, hta_window=hta_window)
+
+
+def analyze_paths(paths: Sequence[PathLike], *, hta_window: bool = False) -> TraceJob:
+    """`analyze_files` over the trace files of `paths` (files, or directories of rank files)."""
+    return analyze_files(trace_files(paths), hta_window=hta_window)
