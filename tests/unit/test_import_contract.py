@@ -42,8 +42,8 @@ PLANTS: list[tuple[str, str, set[str]]] = [
     # I/O libraries, directly and through another module
     ("analyze/waste.py", "import duckdb", {PURE_IO}),
     ("findings/engine.py", "import httpx", {PURE_IO}),
-    # PENDING-OS ("analyze/mfu.py", "import os", {PURE_IO}),
-    # PENDING-OS ("findings/model.py", "from pathlib import Path", {PURE_IO}),
+    ("analyze/mfu.py", "import os", {PURE_IO}),
+    ("findings/model.py", "from pathlib import Path", {PURE_IO}),
     ("errors.py", "import psutil", {PURE_IO}),
     # floors that point back up
     ("findings/engine.py", "import gpulens.app.analysis", {FLOORS, PURE_LAYERS}),
