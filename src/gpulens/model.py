@@ -23,6 +23,37 @@ class Kind(StrEnum):
     EVENT = "event"
 
 
+# Who a GPU process belongs to: the labels a process identity resolver may give a pid
+# (collect/procs, the simulated fleet), in the order tables store them. The one list: every
+# other list of these labels is this one or a named subset below.
+PROCESS_IDENTITY_LABELS: tuple[str, ...] = (
+    "process_name",
+    "user",
+    "project",
+    "team",
+    "job_id",
+    "container",
+    "pod",
+    "pod_uid",
+    "namespace",
+    "engine",
+)
+# Identity facts that are not attribution. `pod_uid` (from the cgroup path) is what joins a
+# process to Kubernetes data, and the process table keeps it; but a pod is reported by
+# `namespace` and `pod`, and a restarted pod keeps its name and gets a new UID: carried into the
+# frames or onto exported series it would split one pod's history and start new series.
+NOT_ATTRIBUTED: frozenset[str] = frozenset({"pod_uid"})
+# The labels GPU time is attributed to: the frame's attribution columns (after `pid`), the
+# `where` filters of the frame query, the labels of the exporter's process series, and the
+# labels a process may declare itself (GPULENS_LABELS, `gpulens.io/<label>` pod labels).
+ATTRIBUTION_LABELS: tuple[str, ...] = tuple(
+    k for k in PROCESS_IDENTITY_LABELS if k not in NOT_ATTRIBUTED
+)
+# Who holds a GPU: the attribution a GPU row or GPU series carries (the live GPU rows, the
+# exporter's GPU and waste series). `process_name` is the command of one process and stays on
+# process series; the GPU is held by the job, user, pod or engine.
+HOLDER_LABELS: tuple[str, ...] = tuple(k for k in ATTRIBUTION_LABELS if k != "process_name")
+
 # Identity labels, in the order tables store them. Anything else a source knows goes into
 # `Reading.labels` too, but these are the ones every layer may rely on.
 LABEL_KEYS: tuple[str, ...] = (
@@ -34,16 +65,7 @@ LABEL_KEYS: tuple[str, ...] = (
     "mig_profile",
     "parent_uuid",
     "pid",
-    "process_name",
-    "user",
-    "project",
-    "team",
-    "job_id",
-    "container",
-    "pod",
-    "pod_uid",
-    "namespace",
-    "engine",
+    *PROCESS_IDENTITY_LABELS,
     "source",
     "event",
     "message",

@@ -11,8 +11,9 @@ Column groups (names are the contract; types in parentheses):
 - identity (string): `host`, `gpu_uuid`, `gpu_index`, `gpu_model`, `mig_instance`,
   `parent_uuid`;
 - attribution (string, from the process holding most GPU memory in the interval; null when no
-  process): `pid`, `process_name`, `user`, `project`, `team`, `job_id`, `container`, `pod`,
-  `namespace`, `engine`; and `processes` (int64, distinct processes seen);
+  process): `pid`, then `gpulens.model.ATTRIBUTION_LABELS` (`process_name`, `user`, `project`,
+  `team`, `job_id`, `container`, `pod`, `namespace`, `engine`); and `processes` (int64,
+  distinct processes seen);
 - means over the interval (float64, base units): `duty` (gpu_util_ratio), `mem_copy`,
   `graphics_active`, `sm_active`, `sm_occupancy`, `tensor_active`, `dram_active`,
   `fp32_active`, `fp16_active`, `fp64_active`, `pcie_rx_bps`, `pcie_tx_bps`, `nvlink_bps`
@@ -34,6 +35,8 @@ Column groups (names are the contract; types in parentheses):
 
 from __future__ import annotations
 
+from gpulens.model import ATTRIBUTION_LABELS
+
 TIME_COLUMNS: tuple[str, ...] = ("start_ns", "step_s", "samples")
 IDENTITY_COLUMNS: tuple[str, ...] = (
     "host",
@@ -43,18 +46,8 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "mig_instance",
     "parent_uuid",
 )
-ATTRIBUTION_COLUMNS: tuple[str, ...] = (
-    "pid",
-    "process_name",
-    "user",
-    "project",
-    "team",
-    "job_id",
-    "container",
-    "pod",
-    "namespace",
-    "engine",
-)
+# the attributed process: its pid, then gpulens.model.ATTRIBUTION_LABELS (pod_uid is not one)
+ATTRIBUTION_COLUMNS: tuple[str, ...] = ("pid", *ATTRIBUTION_LABELS)
 MEAN_COLUMNS: dict[str, str] = {
     # frame column → catalog metric averaged over the interval
     "duty": "gpu_util_ratio",

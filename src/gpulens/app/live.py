@@ -23,10 +23,10 @@ import pyarrow as pa
 from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.efficiency import Thresholds
 from gpulens.analyze.prices import Prices
-from gpulens.analyze.schema import ATTRIBUTION_COLUMNS, IDENTITY_COLUMNS
+from gpulens.analyze.schema import IDENTITY_COLUMNS
 from gpulens.findings.engine import build_context
 from gpulens.findings.model import Finding
-from gpulens.model import Kind, Reading
+from gpulens.model import HOLDER_LABELS, Kind, Reading
 from gpulens.pipeline.scheduler import TickResult
 from gpulens.pipeline.selfstats import SelfStats
 from gpulens.store.frames import gpu_intervals
@@ -35,20 +35,14 @@ from gpulens.store.recent import RecentWindow
 NS = 1_000_000_000
 #: labels that identify a GPU entity (a whole GPU or a MIG instance)
 GPU_KEY_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "mig_instance")
-#: attribution carried from the interval frame onto a GPU row
-ATTRIBUTION: tuple[str, ...] = tuple(
-    c for c in ATTRIBUTION_COLUMNS if c not in ("pid", "process_name")
-)
+#: attribution carried from the interval frame onto a GPU row: who holds the GPU
+ATTRIBUTION: tuple[str, ...] = HOLDER_LABELS
 
-#: labels a waste counter is kept per: the GPU and who held it (a new job is a new series)
+#: labels a waste counter is kept per: the GPU and who held it (a new job or pod is a new series)
 WASTE_LABELS: tuple[str, ...] = (
     *(c for c in IDENTITY_COLUMNS if c != "parent_uuid"),
     "mig_profile",
-    "job_id",
-    "user",
-    "project",
-    "team",
-    "engine",
+    *HOLDER_LABELS,
 )
 #: a waste counter not increased for this long (its job ended) is dropped from the exposition
 WASTE_FORGET_S = 3600.0

@@ -27,9 +27,14 @@ import each other) with one DuckDB query over the store's views:
   the GPU_IDLE bit (0x1).
 
 `where` filters on labels: `host`, `gpu_uuid`, `gpu_index`, `gpu_model`, `mig_instance` on the
-GPU rows; `pid`, `process_name`, `user`, `project`, `team`, `job_id`, `container`, `pod`,
-`namespace`, `engine` on the attributed process (an interval whose top process does not match
-is left out). Values are always bound as query parameters.
+GPU rows; `pid` and `gpulens.model.ATTRIBUTION_LABELS` (`process_name`, `user`, `project`,
+`team`, `job_id`, `container`, `pod`, `namespace`, `engine`) on the attributed process (an
+interval whose top process does not match is left out). Values are always bound as query
+parameters.
+
+Every aggregated column is declared once (`Agg`, grouped by `_Part`); the query over raw rows
+and the frames cache's queries (partial aggregates per 60 s, merged into coarser levels, read
+back) are generated from those declarations.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import pyarrow as pa
 from gpulens.catalog import POWER_REASON_BITS, THERMAL_REASON_BITS
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
+from gpulens.model import ATTRIBUTION_LABELS
 from gpulens.store.frame_cache import (
     CACHE_STEP_S,
     INPUT_KINDS,
@@ -57,19 +63,43 @@ from gpulens.store.layout import NS_PER_DAY, LiveFiles, day_of, day_start_ns, pa
 from gpulens.store.query import Queryable, Store
 
 GPU_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance")
-PROCESS_LABELS: tuple[str, ...] = (
-    "pid",
-    "process_name",
-    "user",
-    "project",
-    "team",
-    "job_id",
-    "container",
-    "pod",
-    "namespace",
-    "engine",
-)
-_ATTR_LABELS = PROCESS_LABELS  # the attribution columns, in schema order
+# the attribution columns, in schema order: the top process's pid and its attribution labels
+PROCESS_LABELS: tuple[str, ...] = ("pid", *ATTRIBUTION_LABELS)
+
+
+# -- the aggregated columns: one description for the raw rows and the frames cache -----------
+#
+# Every per-bucket aggregate is declared once, as an `Agg` in one of the `_PARTS` below; the
+# SQL over raw rows (`_raw_sql`) and the frames cache's SQL (partial aggregates per 60 s in
+# `_fine_sql`, re-aggregated to coarser levels in `_coarse_sql`, read back by `_CachePlan`) are
+# all generated from it, so the two paths cannot disagree on which columns exist or how each
+# is aggregated.
+
+MEAN, MIN, MAX, FIRST, LAST, ANY, COUNT = "mean", "min", "max", "first", "last", "any", "count"
+
+
+@dataclass(frozen=True, slots=True)
+class Agg:
+    """One aggregated column of a part: `name` (a frame column or an input of one), `kind` (how
+    rows combine: MEAN, MIN, MAX, FIRST / LAST non-null value by time, ANY value, COUNT of
+    rows) and `expr`, the SQL over one raw row (a metric name, or an expression of several).
+
+    A MEAN is kept in the cache as its sum `s_<name>` and count `n_<name>`; every other kind
+    as `<name>`, re-aggregated with itself (FIRST / LAST by bucket, COUNT by summing)."""
+
+    name: str
+    kind: str
+    expr: str = ""
+
+    @property
+    def source(self) -> str:
+        return self.expr or self.name
+
+
+def _throttle(bits: int) -> str:
+    """1.0 for a sample whose `clocks_event_reasons` mask has any of `bits` set, else 0.0."""
+    return f"((clocks_event_reasons::BIGINT & {bits}) <> 0)::DOUBLE"
+
 
 # frame column → gpu metric averaged over the interval (analyze.schema.MEAN_COLUMNS)
 _MEANS: tuple[tuple[str, str], ...] = (
@@ -89,15 +119,158 @@ _MEANS: tuple[tuple[str, str], ...] = (
     ("power_w", "power_watts"),
     ("temperature_c", "temperature_celsius"),
 )
-# frame column → (app metric, aggregate)
-_APP: tuple[tuple[str, str, str], ...] = (
-    ("data_wait", "app_data_wait_ratio", "avg"),
-    ("tokens_per_s", "app_tokens_per_second", "avg"),
-    ("model_parameters", "app_model_parameters", "max"),
-    ("kernel_launches_per_s", "app_kernel_launches_per_second", "avg"),
-    ("latency_p50_s", "app_latency_p50_seconds", "avg"),
+_GPU_AGGS: tuple[Agg, ...] = (
+    Agg("gpu_index", ANY),
+    Agg("gpu_model", ANY),
+    Agg("parent_uuid", ANY),
+    Agg("samples", COUNT, "*"),
+    *(Agg(c, MEAN, m) for c, m in _MEANS),
+    Agg("sm_active_min", MIN, "sm_active_ratio"),
+    Agg("sm_active_max", MAX, "sm_active_ratio"),
+    Agg("duty_min", MIN, "gpu_util_ratio"),
+    Agg("sm_clock_max_hz", MAX, "sm_clock_max_hertz"),
+    Agg("power_limit_w", MAX, "power_limit_watts"),
+    Agg("memory_total_bytes", MAX),
+    Agg("memory_used_bytes", MAX),
+    Agg("memory_used_first", FIRST, "memory_used_bytes"),
+    Agg("memory_used_last", LAST, "memory_used_bytes"),
+    # nvlink_bps = rx + tx, null when neither was measured (the output expression)
+    Agg("nvlink_rx", MEAN, "nvlink_rx_bytes_per_second"),
+    Agg("nvlink_tx", MEAN, "nvlink_tx_bytes_per_second"),
+    # the energy counter only grows: first and last are its min and max (see _energy_sql)
+    Agg("e_first", MIN, "energy_joules"),
+    Agg("e_last", MAX, "energy_joules"),
+    Agg("throttle_power", MEAN, f"coalesce(throttle_power_ratio, {_throttle(POWER_REASON_BITS)})"),
+    Agg(
+        "throttle_thermal",
+        MEAN,
+        f"coalesce(throttle_thermal_ratio, {_throttle(THERMAL_REASON_BITS)})",
+    ),
+    Agg("clock_idle", MEAN, "(clocks_event_reasons::BIGINT & 1)::DOUBLE"),  # GPU_IDLE (0x1)
+)
+_PROCESS_AGGS: tuple[Agg, ...] = (
+    *(Agg(c, ANY) for c in ATTRIBUTION_LABELS),
+    Agg("mem", MAX, "process_memory_used_bytes"),
+)
+_HOST_AGGS: tuple[Agg, ...] = (
+    Agg("host_cpu", MEAN, "host_cpu_util_ratio"),
+    Agg("host_iowait", MEAN, "host_cpu_iowait_ratio"),
+)
+_APP_AGGS: tuple[Agg, ...] = (
+    Agg("data_wait", MEAN, "app_data_wait_ratio"),
+    Agg("tokens_per_s", MEAN, "app_tokens_per_second"),
+    Agg("model_parameters", MAX, "app_model_parameters"),
+    Agg("kernel_launches_per_s", MEAN, "app_kernel_launches_per_second"),
+    Agg("latency_p50_s", MEAN, "app_latency_p50_seconds"),
 )
 
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One per-bucket aggregate table: `name` (its CTE's role, and the `part` tag of its rows
+    in a cache file), the raw `table`, the grouping `keys` besides the bucket, the raw rows
+    that count (`where`) and the aggregated columns."""
+
+    name: str
+    table: str
+    keys: tuple[str, ...]
+    where: str
+    aggs: tuple[Agg, ...]
+
+
+_GPU = _Part("gpu", "gpu", ("host", "gpu_uuid", "mig_instance"), "true", _GPU_AGGS)
+_PROCESS = _Part(
+    "process",
+    "process",
+    ("gpu_uuid", "pid"),
+    "gpu_uuid IS NOT NULL AND process_memory_used_bytes IS NOT NULL",
+    _PROCESS_AGGS,
+)
+_HOST = _Part(
+    "host",
+    "host",
+    ("host",),
+    "(" + " OR ".join(f"{a.source} IS NOT NULL" for a in _HOST_AGGS) + ")",
+    _HOST_AGGS,
+)
+# application readings for one GPU of a job, and job-wide ones (no gpu_uuid)
+_APP_GPU = _Part(
+    "app_gpu", "app", ("job_id", "gpu_uuid"), "job_id IS NOT NULL AND gpu_uuid IS NOT NULL",
+    _APP_AGGS,
+)  # fmt: skip
+_APP_JOB = _Part(
+    "app_job", "app", ("job_id",), "job_id IS NOT NULL AND gpu_uuid IS NULL", _APP_AGGS
+)
+_PARTS: tuple[_Part, ...] = (_GPU, _PROCESS, _HOST, _APP_GPU, _APP_JOB)
+
+
+def _edge_sql(kind: str, value: str, order: str) -> str:
+    fn = "arg_min" if kind == FIRST else "arg_max"
+    return f"{fn}({value}, {order}) FILTER (WHERE {value} IS NOT NULL)"
+
+
+def _agg_raw(a: Agg) -> str:
+    """The aggregate over raw rows: the interval's value (the cache's 60 s partial, except a
+    MEAN, which the cache keeps as sum and count: `_agg_partial`)."""
+    e = a.source
+    if a.kind == MEAN:
+        return f"avg({e}) AS {a.name}"
+    if a.kind in (FIRST, LAST):
+        return f"{_edge_sql(a.kind, e, 'ts')} AS {a.name}"
+    fn = {MIN: "min", MAX: "max", ANY: "any_value", COUNT: "count"}[a.kind]
+    return f"{fn}({e}) AS {a.name}"
+
+
+def _agg_partial(a: Agg) -> str:
+    """The cache's partial aggregate over raw rows (per 60 s bucket)."""
+    if a.kind == MEAN:
+        return f"sum(({a.source})::DOUBLE) AS s_{a.name}, count({a.source}) AS n_{a.name}"
+    return _agg_raw(a)
+
+
+def _agg_merged(a: Agg, *, final: bool) -> str:
+    """Partial aggregates of several cache rows (column `fb` orders them) merged into one: the
+    partial aggregate of the coarser bucket, or with `final` the bucket's value."""
+    n = a.name
+    if a.kind == MEAN:
+        if final:
+            return f"sum(s_{n}) / nullif(sum(n_{n}), 0) AS {n}"
+        return f"sum(s_{n}) AS s_{n}, sum(n_{n})::BIGINT AS n_{n}"
+    if a.kind in (FIRST, LAST):
+        return f"{_edge_sql(a.kind, n, 'fb')} AS {n}"
+    if a.kind == COUNT:
+        return f"sum({n})::BIGINT AS {n}"
+    fn = {MIN: "min", MAX: "max", ANY: "any_value"}[a.kind]
+    return f"{fn}({n}) AS {n}"
+
+
+def _agg_one_row(a: Agg) -> str:
+    """A bucket's value from its one cache row (no aggregation)."""
+    n = a.name
+    if a.kind == MEAN:
+        return f"s_{n} / nullif(n_{n}, 0) AS {n}"
+    if a.kind == COUNT:
+        return f"{n}::BIGINT AS {n}"
+    return n
+
+
+def _raw_sql(part: _Part, filters: str) -> str:
+    """The part's per-bucket aggregates over raw rows (bucket `b` = epoch_ns(ts) // step)."""
+    keys = ", ".join(part.keys)
+    aggs = ",\n    ".join(_agg_raw(a) for a in part.aggs)
+    return f"""
+  SELECT {keys}, epoch_ns(ts) // $step_ns AS b,
+    {aggs}
+  FROM {part.table}
+  WHERE {part.where} AND {filters}
+  GROUP BY {keys}, b"""
+
+
+# rx + tx over the interval; null when neither direction was measured
+_NVLINK = (
+    "CASE WHEN g.nvlink_rx IS NOT NULL OR g.nvlink_tx IS NOT NULL "
+    "THEN coalesce(g.nvlink_rx, 0) + coalesce(g.nvlink_tx, 0) END"
+)
 # The output, in analyze.schema.ALL_COLUMNS order: (column, SQL expression over the joined
 # aggregates, DuckDB type).
 _OUTPUT: tuple[tuple[str, str, str], ...] = (
@@ -110,7 +283,7 @@ _OUTPUT: tuple[tuple[str, str, str], ...] = (
     ("gpu_model", "g.gpu_model", "VARCHAR"),
     ("mig_instance", "g.mig_instance", "VARCHAR"),
     ("parent_uuid", "g.parent_uuid", "VARCHAR"),
-    *((c, f"pa.{c}", "VARCHAR") for c in _ATTR_LABELS),
+    *((c, f"pa.{c}", "VARCHAR") for c in PROCESS_LABELS),
     ("processes", "coalesce(pa.processes, 0)", "BIGINT"),
     *((c, f"g.{c}", "DOUBLE") for c, _ in _MEANS),
     ("sm_active_min", "g.sm_active_min", "DOUBLE"),
@@ -123,7 +296,7 @@ _OUTPUT: tuple[tuple[str, str, str], ...] = (
     ("memory_used_first", "g.memory_used_first", "DOUBLE"),
     ("memory_used_last", "g.memory_used_last", "DOUBLE"),
     ("process_memory_bytes", "pa.process_memory_bytes", "DOUBLE"),
-    ("nvlink_bps", "g.nvlink_bps", "DOUBLE"),
+    ("nvlink_bps", _NVLINK, "DOUBLE"),
     ("energy_j", "g.energy_j", "DOUBLE"),
     ("energy_power_j", "g.power_w * $step_s", "DOUBLE"),
     ("throttle_power", "g.throttle_power", "DOUBLE"),
@@ -131,39 +304,9 @@ _OUTPUT: tuple[tuple[str, str, str], ...] = (
     ("clock_idle", "g.clock_idle", "DOUBLE"),
     ("host_cpu", "h.host_cpu", "DOUBLE"),
     ("host_iowait", "h.host_iowait", "DOUBLE"),
-    *((c, f"coalesce(ag.{c}, aj.{c})", "DOUBLE") for c, _, _ in _APP),
+    *((a.name, f"coalesce(ag.{a.name}, aj.{a.name})", "DOUBLE") for a in _APP_AGGS),
 )
 COLUMNS: tuple[str, ...] = tuple(c for c, _, _ in _OUTPUT)
-
-
-def _gpu_sql(filters: str) -> str:
-    means = ",\n    ".join(f"avg({m}) AS {c}" for c, m in _MEANS)
-    bits_p, bits_t = POWER_REASON_BITS, THERMAL_REASON_BITS
-    return f"""
-  SELECT host, gpu_uuid, mig_instance, epoch_ns(ts) // $step_ns AS b,
-    any_value(gpu_index) AS gpu_index, any_value(gpu_model) AS gpu_model,
-    any_value(parent_uuid) AS parent_uuid, count(*) AS samples,
-    {means},
-    min(sm_active_ratio) AS sm_active_min, max(sm_active_ratio) AS sm_active_max,
-    min(gpu_util_ratio) AS duty_min,
-    max(sm_clock_max_hertz) AS sm_clock_max_hz, max(power_limit_watts) AS power_limit_w,
-    max(memory_total_bytes) AS memory_total_bytes, max(memory_used_bytes) AS memory_used_bytes,
-    arg_min(memory_used_bytes, ts) FILTER (WHERE memory_used_bytes IS NOT NULL)
-      AS memory_used_first,
-    arg_max(memory_used_bytes, ts) FILTER (WHERE memory_used_bytes IS NOT NULL)
-      AS memory_used_last,
-    CASE WHEN count(nvlink_rx_bytes_per_second) + count(nvlink_tx_bytes_per_second) > 0
-      THEN coalesce(avg(nvlink_rx_bytes_per_second), 0)
-         + coalesce(avg(nvlink_tx_bytes_per_second), 0) END AS nvlink_bps,
-    min(energy_joules) AS e_first, max(energy_joules) AS e_last,
-    avg(coalesce(throttle_power_ratio,
-        ((clocks_event_reasons::BIGINT & {bits_p}) <> 0)::DOUBLE)) AS throttle_power,
-    avg(coalesce(throttle_thermal_ratio,
-        ((clocks_event_reasons::BIGINT & {bits_t}) <> 0)::DOUBLE)) AS throttle_thermal,
-    avg((clocks_event_reasons::BIGINT & 1)::DOUBLE) AS clock_idle
-  FROM gpu
-  WHERE {filters}
-  GROUP BY host, gpu_uuid, mig_instance, b"""
 
 
 def _energy_sql() -> str:
@@ -183,18 +326,12 @@ def _energy_sql() -> str:
   )"""
 
 
-def _process_sql(filters: str) -> tuple[str, str]:
-    """(p0, pa): per (GPU, bucket, pid) the peak memory; per (GPU, bucket) the top process."""
-    labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
-    fields = ", ".join(f"{c} := {c}" for c in _ATTR_LABELS)
-    top = ", ".join(f"top.{c} AS {c}" for c in _ATTR_LABELS)
-    p0 = f"""
-    SELECT gpu_uuid, epoch_ns(ts) // $step_ns AS b, pid, {labels},
-      max(process_memory_used_bytes) AS mem
-    FROM process
-    WHERE gpu_uuid IS NOT NULL AND process_memory_used_bytes IS NOT NULL AND {filters}
-    GROUP BY gpu_uuid, b, pid"""
-    pa_ = f"""
+def _top_sql() -> str:
+    """Per (GPU, bucket) from `p0`: the process with the largest peak memory (ties go to the
+    lowest pid), how many processes there were, and the sum of their peaks."""
+    fields = ", ".join(f"{c} := {c}" for c in PROCESS_LABELS)
+    top = ", ".join(f"top.{c} AS {c}" for c in PROCESS_LABELS)
+    return f"""
     SELECT gpu_uuid, b, {top}, processes, process_memory_bytes
     FROM (
       SELECT gpu_uuid, b, arg_max(struct_pack({fields}), sort_key) AS top,
@@ -202,30 +339,6 @@ def _process_sql(filters: str) -> tuple[str, str]:
       FROM (SELECT *, (mem, -coalesce(TRY_CAST(pid AS BIGINT), 0)) AS sort_key FROM p0)
       GROUP BY gpu_uuid, b
     )"""
-    return p0, pa_
-
-
-def _app_sql(filters: str) -> tuple[str, str]:
-    """(ag, aj): app readings per (job, GPU, bucket) and job-wide per (job, bucket)."""
-    aggs = ", ".join(f"{agg}({m}) AS {c}" for c, m, agg in _APP)
-    ag = f"""
-    SELECT job_id, gpu_uuid, epoch_ns(ts) // $step_ns AS b, {aggs}
-    FROM app WHERE job_id IS NOT NULL AND gpu_uuid IS NOT NULL AND {filters}
-    GROUP BY job_id, gpu_uuid, b"""
-    aj = f"""
-    SELECT job_id, epoch_ns(ts) // $step_ns AS b, {aggs}
-    FROM app WHERE job_id IS NOT NULL AND gpu_uuid IS NULL AND {filters}
-    GROUP BY job_id, b"""
-    return ag, aj
-
-
-def _host_sql(filters: str) -> str:
-    return f"""
-    SELECT host, epoch_ns(ts) // $step_ns AS b,
-      avg(host_cpu_util_ratio) AS host_cpu, avg(host_cpu_iowait_ratio) AS host_iowait
-    FROM host
-    WHERE (host_cpu_util_ratio IS NOT NULL OR host_cpu_iowait_ratio IS NOT NULL) AND {filters}
-    GROUP BY host, b"""
 
 
 def build_sql(
@@ -261,30 +374,27 @@ def build_sql(
             allowed = ", ".join(GPU_LABELS + PROCESS_LABELS)
             raise ValueError(f"cannot filter frames on {key!r}: use one of {allowed}")
     select = ",\n  ".join(f"CAST({expr} AS {t}) AS {c}" for c, expr, t in _OUTPUT)
-    g0 = _gpu_sql(" AND ".join(gpu_filters))
-    p0, pa_ = _process_sql(span)
-    h = _host_sql(span)
-    ag, aj = _app_sql(span)
-    if cache is not None:
-        g0 += f"\n  UNION ALL BY NAME\n{cache.gpu_sql(' AND '.join(cached_gpu_filters))}"
-        p0 += f"\n  UNION ALL BY NAME\n{cache.process_sql()}"
-        h += f"\n  UNION ALL BY NAME\n{cache.host_sql()}"
-        ag += f"\n  UNION ALL BY NAME\n{cache.app_sql(by_gpu=True)}"
-        aj += f"\n  UNION ALL BY NAME\n{cache.app_sql(by_gpu=False)}"
+    parts: dict[str, str] = {}
+    for part in _PARTS:
+        gpu = part is _GPU
+        parts[part.name] = _raw_sql(part, " AND ".join(gpu_filters) if gpu else span)
+        if cache is not None:
+            cached = cache.sql(part, " AND ".join(cached_gpu_filters) if gpu else "true")
+            parts[part.name] += f"\n  UNION ALL BY NAME\n{cached}"
     sql = f"""
-WITH g0 AS ({g0}
+WITH g0 AS ({parts[_GPU.name]}
 ),
 g AS ({_energy_sql()}
 ),
-p0 AS ({p0}
+p0 AS ({parts[_PROCESS.name]}
 ),
-pa AS ({pa_}
+pa AS ({_top_sql()}
 ),
-h AS ({h}
+h AS ({parts[_HOST.name]}
 ),
-ag AS ({ag}
+ag AS ({parts[_APP_GPU.name]}
 ),
-aj AS ({aj}
+aj AS ({parts[_APP_JOB.name]}
 )
 SELECT
   {select}
@@ -363,143 +473,41 @@ CACHE_LEVELS_S: tuple[int, ...] = (3600, 900, CACHE_STEP_S)
 #: rows per Parquet row group of a cache file: small enough that a level's rows are read
 #: without the other levels' (row groups are skipped by their `part` / `lvl` statistics)
 CACHE_ROW_GROUP = 32_768
-# partial aggregates kept per 60 s bucket: (name, expression over a gpu row) summed and counted
-_THROTTLE: tuple[tuple[str, str], ...] = (
-    (
-        "throttle_power",
-        f"coalesce(throttle_power_ratio, "
-        f"((clocks_event_reasons::BIGINT & {POWER_REASON_BITS}) <> 0)::DOUBLE)",
-    ),
-    (
-        "throttle_thermal",
-        f"coalesce(throttle_thermal_ratio, "
-        f"((clocks_event_reasons::BIGINT & {THERMAL_REASON_BITS}) <> 0)::DOUBLE)",
-    ),
-    ("clock_idle", "(clocks_event_reasons::BIGINT & 1)::DOUBLE"),
-)
-_SUMMED: tuple[tuple[str, str], ...] = (
-    *_MEANS,
-    ("nvlink_rx", "nvlink_rx_bytes_per_second"),
-    ("nvlink_tx", "nvlink_tx_bytes_per_second"),
-    *_THROTTLE,
-)
-# (name, aggregate, gpu metric): min/max, which re-aggregate with themselves
-_EXTREMES: tuple[tuple[str, str, str], ...] = (
-    ("sm_active_min", "min", "sm_active_ratio"),
-    ("sm_active_max", "max", "sm_active_ratio"),
-    ("duty_min", "min", "gpu_util_ratio"),
-    ("sm_clock_max_hz", "max", "sm_clock_max_hertz"),
-    ("power_limit_w", "max", "power_limit_watts"),
-    ("memory_total_bytes", "max", "memory_total_bytes"),
-    ("memory_used_bytes", "max", "memory_used_bytes"),
-    ("e_first", "min", "energy_joules"),
-    ("e_last", "max", "energy_joules"),
-)
-_HOST: tuple[tuple[str, str], ...] = (
-    ("host_cpu", "host_cpu_util_ratio"),
-    ("host_iowait", "host_cpu_iowait_ratio"),
-)
 
 
 def _fine_sql() -> str:
     """One day's partial aggregates per 60 s bucket `fb`, tagged by `part` (no order)."""
-    fb = f"epoch_ns(ts) // {_FINE_NS} AS fb"
     span = (
         "ts >= make_timestamp_ns($start_ns) AND ts < make_timestamp_ns($end_ns) "
         "AND date = $day::DATE"
     )
-    sums = ",\n    ".join(f"sum(({e})::DOUBLE) AS s_{c}, count({e}) AS n_{c}" for c, e in _SUMMED)
-    extremes = ",\n    ".join(f"{agg}({m}) AS {c}" for c, agg, m in _EXTREMES)
-    labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
-    host = ", ".join(f"sum({m}) AS s_{c}, count({m}) AS n_{c}" for c, m in _HOST)
-
-    def app(by_gpu: bool) -> str:
-        aggs = ", ".join(
-            f"max({m}) AS x_{c}" if agg == "max" else f"sum({m}) AS s_{c}, count({m}) AS n_{c}"
-            for c, m, agg in _APP
-        )
-        keys = "job_id, gpu_uuid" if by_gpu else "job_id"
-        null = "IS NOT NULL" if by_gpu else "IS NULL"
-        return f"""
-  SELECT '{"app_gpu" if by_gpu else "app_job"}' AS part, {keys}, {fb}, {aggs}
-  FROM app WHERE job_id IS NOT NULL AND gpu_uuid {null} AND {span}
-  GROUP BY {keys}, fb"""
-
-    return f"""
-  SELECT 'gpu' AS part, host, gpu_uuid, mig_instance, {fb},
-    any_value(gpu_index) AS gpu_index, any_value(gpu_model) AS gpu_model,
-    any_value(parent_uuid) AS parent_uuid, count(*) AS samples,
-    {sums},
-    {extremes},
-    arg_min(memory_used_bytes, ts) FILTER (WHERE memory_used_bytes IS NOT NULL)
-      AS memory_used_first,
-    arg_max(memory_used_bytes, ts) FILTER (WHERE memory_used_bytes IS NOT NULL)
-      AS memory_used_last
-  FROM gpu WHERE {span}
-  GROUP BY host, gpu_uuid, mig_instance, fb
-UNION ALL BY NAME
-  SELECT 'process' AS part, gpu_uuid, {fb}, pid, {labels},
-    max(process_memory_used_bytes) AS mem
-  FROM process
-  WHERE gpu_uuid IS NOT NULL AND process_memory_used_bytes IS NOT NULL AND {span}
-  GROUP BY gpu_uuid, fb, pid
-UNION ALL BY NAME
-  SELECT 'host' AS part, host, {fb}, {host}
-  FROM host
-  WHERE (host_cpu_util_ratio IS NOT NULL OR host_cpu_iowait_ratio IS NOT NULL) AND {span}
-  GROUP BY host, fb
-UNION ALL BY NAME{app(True)}
-UNION ALL BY NAME{app(False)}
-"""
+    selects = []
+    for part in _PARTS:
+        keys = ", ".join(part.keys)
+        aggs = ",\n    ".join(_agg_partial(a) for a in part.aggs)
+        selects.append(f"""
+  SELECT '{part.name}' AS part, {keys}, epoch_ns(ts) // {_FINE_NS} AS fb,
+    {aggs}
+  FROM {part.table}
+  WHERE {part.where} AND {span}
+  GROUP BY {keys}, fb""")
+    return "\nUNION ALL BY NAME".join(selects) + "\n"
 
 
 def _coarse_sql(level_s: int) -> str:
-    """The partial aggregates of CTE `fine` (60 s) summed into buckets of `level_s` seconds:
+    """The partial aggregates of CTE `fine` (60 s) merged into buckets of `level_s` seconds:
     the same columns, so they re-aggregate the same way."""
     k = level_s // CACHE_STEP_S
-    fb = f"fb // {k}"
-    head = f"{level_s}::BIGINT AS lvl, {fb} AS fb"
-    sums = ",\n    ".join(f"sum(s_{c}) AS s_{c}, sum(n_{c})::BIGINT AS n_{c}" for c, _ in _SUMMED)
-    extremes = ",\n    ".join(f"{agg}({c}) AS {c}" for c, agg, _ in _EXTREMES)
-    labels = ", ".join(f"any_value({c}) AS {c}" for c in _ATTR_LABELS if c != "pid")
-    host = ", ".join(f"sum(s_{c}) AS s_{c}, sum(n_{c})::BIGINT AS n_{c}" for c, _ in _HOST)
-
-    def app(by_gpu: bool) -> str:
-        aggs = ", ".join(
-            f"max(x_{c}) AS x_{c}"
-            if agg == "max"
-            else f"sum(s_{c}) AS s_{c}, sum(n_{c})::BIGINT AS n_{c}"
-            for c, _, agg in _APP
-        )
-        keys = "job_id, gpu_uuid" if by_gpu else "job_id"
-        part = "app_gpu" if by_gpu else "app_job"
-        return f"""
-  SELECT '{part}' AS part, {head}, {keys}, {aggs}
-  FROM fine WHERE part = '{part}'
-  GROUP BY {keys}, {fb}"""
-
-    return f"""
-  SELECT 'gpu' AS part, {head}, host, gpu_uuid, mig_instance,
-    any_value(gpu_index) AS gpu_index, any_value(gpu_model) AS gpu_model,
-    any_value(parent_uuid) AS parent_uuid, sum(samples)::BIGINT AS samples,
-    {sums},
-    {extremes},
-    arg_min(memory_used_first, fb) FILTER (WHERE memory_used_first IS NOT NULL)
-      AS memory_used_first,
-    arg_max(memory_used_last, fb) FILTER (WHERE memory_used_last IS NOT NULL)
-      AS memory_used_last
-  FROM fine WHERE part = 'gpu'
-  GROUP BY host, gpu_uuid, mig_instance, {fb}
-UNION ALL BY NAME
-  SELECT 'process' AS part, {head}, gpu_uuid, pid, {labels}, max(mem) AS mem
-  FROM fine WHERE part = 'process'
-  GROUP BY gpu_uuid, {fb}, pid
-UNION ALL BY NAME
-  SELECT 'host' AS part, {head}, host, {host}
-  FROM fine WHERE part = 'host'
-  GROUP BY host, {fb}
-UNION ALL BY NAME{app(True)}
-UNION ALL BY NAME{app(False)}"""
+    selects = []
+    for part in _PARTS:
+        keys = ", ".join(part.keys)
+        aggs = ",\n    ".join(_agg_merged(a, final=False) for a in part.aggs)
+        selects.append(f"""
+  SELECT '{part.name}' AS part, {level_s}::BIGINT AS lvl, fb // {k} AS fb, {keys},
+    {aggs}
+  FROM fine WHERE part = '{part.name}'
+  GROUP BY {keys}, fb // {k}""")
+    return "\nUNION ALL BY NAME".join(selects)
 
 
 def _day_sql() -> str:
@@ -555,71 +563,22 @@ class _CachePlan:
         partial sums are divided in place (the same numbers, without a hash aggregation)."""
         return self.step_ns == self.level_s * 1_000_000_000
 
-    @property
-    def _b(self) -> str:
+    def sql(self, part: _Part, filters: str = "true") -> str:
+        """`part`'s per-bucket aggregates (bucket `b`) from the cache rows of its level."""
+        keys = ", ".join(part.keys)
         if self._one_row:
-            return "fb AS b"
-        return f"fb // {self.step_ns // (self.level_s * 1_000_000_000)} AS b"
-
-    def _agg(self, fn: str, expr: str) -> str:
-        return expr if self._one_row else f"{fn}({expr})"
-
-    def _ratio(self, name: str) -> str:
-        return f"{self._agg('sum', f's_{name}')} / nullif({self._agg('sum', f'n_{name}')}, 0)"
-
-    def _edge(self, fn: str, name: str) -> str:
-        """The first / last known value of `name` over the bucket's cache rows."""
-        if self._one_row:
-            return name
-        return f"{fn}({name}, fb) FILTER (WHERE {name} IS NOT NULL)"
-
-    def _group(self, keys: str) -> str:
-        return "" if self._one_row else f"\n  GROUP BY {keys}"
-
-    def gpu_sql(self, filters: str) -> str:
-        means = ",\n    ".join(f"{self._ratio(c)} AS {c}" for c, _ in _MEANS)
-        extremes = ",\n    ".join(f"{self._agg(agg, c)} AS {c}" for c, agg, _ in _EXTREMES)
-        throttle = ", ".join(f"{self._ratio(c)} AS {c}" for c, _ in _THROTTLE)
-        nvlink_n = f"{self._agg('sum', 'n_nvlink_rx')} + {self._agg('sum', 'n_nvlink_tx')}"
-        any_ = "any_value"
+            aggs = ",\n    ".join(_agg_one_row(a) for a in part.aggs)
+            return f"""
+  SELECT {keys}, fb AS b,
+    {aggs}
+  FROM {self._scan(part.name)} AND {filters}"""
+        k = self.step_ns // (self.level_s * 1_000_000_000)
+        aggs = ",\n    ".join(_agg_merged(a, final=True) for a in part.aggs)
         return f"""
-  SELECT host, gpu_uuid, mig_instance, {self._b},
-    {self._agg(any_, "gpu_index")} AS gpu_index, {self._agg(any_, "gpu_model")} AS gpu_model,
-    {self._agg(any_, "parent_uuid")} AS parent_uuid,
-    {self._agg("sum", "samples")}::BIGINT AS samples,
-    {means},
-    {extremes},
-    {self._edge("arg_min", "memory_used_first")} AS memory_used_first,
-    {self._edge("arg_max", "memory_used_last")} AS memory_used_last,
-    CASE WHEN {nvlink_n} > 0
-      THEN coalesce({self._ratio("nvlink_rx")}, 0) + coalesce({self._ratio("nvlink_tx")}, 0)
-      END AS nvlink_bps,
-    {throttle}
-  FROM {self._scan("gpu")} AND {filters}{self._group("host, gpu_uuid, mig_instance, b")}"""
-
-    def process_sql(self) -> str:
-        labels = ", ".join(
-            f"{self._agg('any_value', c)} AS {c}" for c in _ATTR_LABELS if c != "pid"
-        )
-        return f"""
-  SELECT gpu_uuid, {self._b}, pid, {labels}, {self._agg("max", "mem")} AS mem
-  FROM {self._scan("process")}{self._group("gpu_uuid, b, pid")}"""
-
-    def host_sql(self) -> str:
-        aggs = ", ".join(f"{self._ratio(c)} AS {c}" for c, _ in _HOST)
-        return f"""
-  SELECT host, {self._b}, {aggs}
-  FROM {self._scan("host")}{self._group("host, b")}"""
-
-    def app_sql(self, *, by_gpu: bool) -> str:
-        aggs = ", ".join(
-            f"{self._agg('max', f'x_{c}')} AS {c}" if agg == "max" else f"{self._ratio(c)} AS {c}"
-            for c, _, agg in _APP
-        )
-        keys = "job_id, gpu_uuid" if by_gpu else "job_id"
-        return f"""
-  SELECT {keys}, {self._b}, {aggs}
-  FROM {self._scan("app_gpu" if by_gpu else "app_job")}{self._group(f"{keys}, b")}"""
+  SELECT {keys}, fb // {k} AS b,
+    {aggs}
+  FROM {self._scan(part.name)} AND {filters}
+  GROUP BY {keys}, b"""
 
 
 def _plan_cache(

@@ -6,16 +6,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpulens.analyze.schema import ALL_COLUMNS
+from gpulens.analyze.schema import ALL_COLUMNS, ATTRIBUTION_COLUMNS, IDENTITY_COLUMNS
 
 T0 = 1_764_374_400 * 1_000_000_000
 STEP_NS = 60 * 1_000_000_000
 _INTS = {"start_ns", "samples", "processes"}
-_STRS = {
-    "host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance", "parent_uuid", "pid",
-    "process_name", "user", "project", "team", "job_id", "container", "pod", "namespace",
-    "engine",
-}  # fmt: skip
+_STRS = {*IDENTITY_COLUMNS, *ATTRIBUTION_COLUMNS}
 
 # A busy, healthy H100 interval with a process: every rule's starting point.
 BASE: dict[str, Any] = {

@@ -16,9 +16,9 @@ from prometheus_client.samples import Sample
 from gpulens import catalog
 from gpulens.app.live import GpuNow, LiveSnapshot, LiveState
 from gpulens.collect.dcgm.fields import lookup
-from gpulens.model import Kind
+from gpulens.model import HOLDER_LABELS, Kind
 from gpulens.present.prometheus import exporter
-from gpulens.present.prometheus.exporter import ATTRIBUTION_LABELS, ExporterOptions, LiveCollector
+from gpulens.present.prometheus.exporter import ExporterOptions, LiveCollector
 
 from .sim import NS, START, fleet, ticks
 
@@ -75,7 +75,7 @@ def test_label_names_follow_dcgm_exporter_and_attribution(
 ) -> None:
     snap, truth = state
     families = scrape(snap)
-    allowed_gpu = GPU_IDENTITY | set(ATTRIBUTION_LABELS) | {"state"}
+    allowed_gpu = GPU_IDENTITY | set(HOLDER_LABELS) | {"state"}
     for s in samples(families):
         assert all(LABEL_NAME.fullmatch(k) and not k.startswith("__") for k in s.labels), s
         assert "job" not in s.labels  # Prometheus owns `job`: ours is `job_id`

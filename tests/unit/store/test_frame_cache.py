@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from gpulens.clock import FakeClock
@@ -30,6 +31,24 @@ Simulate = Callable[..., Any]  # the `simulated_store` fixture (tests/conftest.p
 def _build(simulate: Simulate, root: Path) -> None:
     span_s = (END - START) // NS
     simulate(root, START, span_s, gpus_per_host=2, interval_s=30.0, flush_s=3600.0, workers=2)
+    # what the simulated fleet does not write, so that every frame column holds values: a MIG
+    # instance (`mig_instance`, `parent_uuid`) whose process serves a job reporting its latency
+    mig = {"host": "gen", "gpu_uuid": "MIG-5d1e", "gpu_index": "0", "mig_instance": "1",
+           "mig_profile": "1g.10gb", "parent_uuid": "GPU-a100"}  # fmt: skip
+    job = {"job_id": "serve-1"}
+    readings = []
+    for i, ts in enumerate(range(START, END, 30 * NS)):
+        values = {"gpu_util_ratio": (i % 7) / 7, "sm_active_ratio": (i % 5) / 5,
+                  "memory_used_bytes": 4e9 + i * 1e6}  # fmt: skip
+        readings += [
+            Reading(Kind.GPU, ts, mig, values),
+            Reading(
+                Kind.PROCESS, ts, {**mig, "pid": "4242", **job}, {"process_memory_used_bytes": 3e9}
+            ),
+            Reading(Kind.APP, ts, job, {"app_latency_p50_seconds": 0.01 * (1 + i % 9)}),
+        ]
+    with SegmentWriter(root, "mig") as writer:
+        writer.append(readings)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +72,9 @@ def _same(a: pa.Table, b: pa.Table) -> None:
                 assert u == v, (col, x["start_ns"], u, v)
 
 
-@pytest.mark.parametrize("step", [60.0, 300.0, 420.0, 3600.0])
+# the cache's levels read as they are (60, 3600; 900 in the maintenance test) and merged (300
+# from 60, 1800 from 900, 7200 from 3600); 420 s does not divide a day, so nothing is cached
+@pytest.mark.parametrize("step", [60.0, 300.0, 420.0, 1800.0, 3600.0, 7200.0])
 def test_cached_equals_raw(root: Path, step: float) -> None:
     materialize_day(root, DAY)
     with Store(root) as store:
@@ -63,6 +84,11 @@ def test_cached_equals_raw(root: Path, step: float) -> None:
             raw = gpu_intervals(store, step, lo, hi, use_cache=False)
             assert stats.days_cached == (0 if step == 420.0 else 1)  # 420 s: a day isn't whole
             _same(cached, raw)
+            day = cached.filter(
+                (pc.field("start_ns") >= MIDNIGHT) & (pc.field("start_ns") < MIDNIGHT + NS_PER_DAY)
+            )
+            empty = [c for c in day.column_names if day.column(c).null_count == day.num_rows]
+            assert empty == []  # every column is compared on the cached day, none only as null
         where = {"gpu_uuid": str(raw.column("gpu_uuid")[0])}
         job = next(j for j in raw.column("job_id").to_pylist() if j is not None)
         for w in (where, {"job_id": job}):

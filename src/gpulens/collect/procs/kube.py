@@ -13,7 +13,8 @@ DaemonSet sidecar, or `kubectl get pods -o json` filtered by node):
 
 Record keys may be flat or under `labels`. Used: `pod`, `namespace`, `container` (or the
 `containers` id → name map, which wins), `inference_engine` or `gpulens.io/engine` → engine,
-and `gpulens.io/<label>` for any identity label (team, project, user, job_id...).
+and `gpulens.io/<label>` for any attribution label (`gpulens.model.ATTRIBUTION_LABELS`: team,
+project, user, job_id...).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpulens.collect.procs.identity import IDENTITY_LABELS
 from gpulens.errors import ConfigError
+from gpulens.model import ATTRIBUTION_LABELS
 
 _PREFIX = "gpulens.io/"
 _ENGINE_KEYS = ("gpulens.io/engine", "inference_engine")
@@ -71,7 +72,12 @@ def pod_labels(record: Mapping[str, Any], container_id: str | None) -> dict[str,
                 out["container"] = name
     for key, value in flat.items():
         name = key[len(_PREFIX) :]
-        if key.startswith(_PREFIX) and name in IDENTITY_LABELS and isinstance(value, str) and value:
+        if (
+            key.startswith(_PREFIX)
+            and name in ATTRIBUTION_LABELS
+            and isinstance(value, str)
+            and value
+        ):
             out[name] = value
     for key in _ENGINE_KEYS:
         if isinstance(flat.get(key), str) and flat[key]:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gpulens.collect.procs.identity import IDENTITY_LABELS
+from gpulens.model import ATTRIBUTION_LABELS
 
 # Interpreters whose first non-option argument (the script) says more than the interpreter.
 _INTERPRETERS = re.compile(
@@ -126,7 +126,7 @@ def parse_environ(data: bytes, keys: Iterable[str] | None = None) -> dict[str, s
 
 
 def parse_label_overrides(text: str) -> tuple[dict[str, str], list[str]]:
-    """`GPULENS_LABELS="k=v,k2=v2"` → (labels among IDENTITY_LABELS, ignored items)."""
+    """`GPULENS_LABELS="k=v,k2=v2"` → (labels among ATTRIBUTION_LABELS, ignored items)."""
     labels: dict[str, str] = {}
     ignored: list[str] = []
     for item in text.split(","):
@@ -134,7 +134,7 @@ def parse_label_overrides(text: str) -> tuple[dict[str, str], list[str]]:
         key, value = key.strip(), value.strip()
         if not item.strip():
             continue
-        if sep and key in IDENTITY_LABELS and value:
+        if sep and key in ATTRIBUTION_LABELS and value:
             labels[key] = value
         else:
             ignored.append(item.strip())

@@ -3,10 +3,12 @@
 Families are built fresh from `LiveState.snapshot()` on every scrape, so a GPU, process or job
 that went away leaves no stale series. Names carry base units (`gpulens_power_watts`,
 `gpulens_sm_active_ratio`); counters end in `_total`. GPU series carry dcgm-exporter's labels
-(`gpu`, `UUID`, `device`, `modelName`, `Hostname`, `GPU_I_ID`, `GPU_I_PROFILE`) plus the
-attribution of the process holding the GPU (`pod`, `namespace`, `container`, `job_id`, `user`,
-`project`, `team`, `engine`). The job label is `job_id`, not `job`: Prometheus sets `job` on
-every scraped series to the scrape job's name and would rename ours to `exported_job`.
+(`gpu`, `UUID`, `device`, `modelName`, `Hostname`, `GPU_I_ID`, `GPU_I_PROFILE`) plus who
+holds it, the attribution of its process (`gpulens.model.HOLDER_LABELS`: `user`, `project`,
+`team`, `job_id`, `container`, `pod`, `namespace`, `engine`); process series carry
+`ATTRIBUTION_LABELS` (the same and `process_name`). The job label is `job_id`, not `job`:
+Prometheus sets `job` on every scraped series to the scrape job's name and would rename ours to
+`exported_job`.
 
 Derived series: `gpulens_gpu_state{state}` (0/1, one per state), `gpulens_useful_work_ratio`,
 `gpulens_wasted_gpu_seconds_total{cause}`, `gpulens_gpu_hour_price`, `gpulens_findings_active`
@@ -36,7 +38,7 @@ from gpulens.analyze.prices import Prices
 from gpulens.analyze.schema import STATES
 from gpulens.app.live import GpuNow, LiveSnapshot, LiveState
 from gpulens.config import Config
-from gpulens.model import Kind
+from gpulens.model import ATTRIBUTION_LABELS, HOLDER_LABELS, Kind
 from gpulens.numbers import is_nan
 from gpulens.pipeline.selfstats import STORE_STAT_METRICS
 
@@ -54,20 +56,8 @@ GPU_LABELS: tuple[tuple[str, str], ...] = (
     ("mig_instance", "GPU_I_ID"),
     ("mig_profile", "GPU_I_PROFILE"),
 )
-ATTRIBUTION_LABELS: tuple[str, ...] = (
-    "pod",
-    "namespace",
-    "container",
-    "job_id",
-    "user",
-    "project",
-    "team",
-    "engine",
-)
 #: labels of the price series: the physical GPU
 PRICE_LABELS: frozenset[str] = frozenset({"gpu", "UUID", "modelName", "Hostname"})
-#: process labels kept on process series (bounded: no pid unless asked)
-PROCESS_LABELS: tuple[str, ...] = ("process_name", *ATTRIBUTION_LABELS)
 #: DCGM field id → factor from the catalog's base unit to the unit dcgm-exporter prints
 TO_DCGM_UNIT: Mapping[int, float] = {
     203: 100.0,  # GPU_UTIL %
@@ -94,7 +84,7 @@ def gpu_labels(gpu: GpuNow) -> dict[str, str]:
     out = {ours: str(gpu.labels[key]) for key, ours in GPU_LABELS if gpu.labels.get(key)}
     if "gpu" in out:
         out["device"] = f"nvidia{out['gpu']}"
-    out.update({k: v for k, v in gpu.attribution.items() if k in ATTRIBUTION_LABELS and v})
+    out.update({k: v for k, v in gpu.attribution.items() if k in HOLDER_LABELS and v})
     return out
 
 
@@ -264,7 +254,9 @@ class LiveCollector(Collector):
 
     def _processes(self, snap: LiveSnapshot, fam: _Families) -> None:
         sums: dict[tuple[tuple[str, str], ...], dict[str, float]] = defaultdict(dict)
-        keep = (*PROCESS_LABELS, "pid") if self.options.pid_labels else PROCESS_LABELS
+        # process series: the attribution (bounded: no pid unless asked); GPU and waste series carry
+        # HOLDER_LABELS, the attribution less the process's own name
+        keep = (*ATTRIBUTION_LABELS, "pid") if self.options.pid_labels else ATTRIBUTION_LABELS
         for proc in snap.processes:
             if not proc.labels.get("gpu_uuid"):
                 continue  # a host-side process reading: not a GPU's process
@@ -303,9 +295,7 @@ class LiveCollector(Collector):
     def _waste(self, snap: LiveSnapshot, fam: _Families) -> None:
         for counter in snap.waste:
             labels = {ours: counter.labels[k] for k, ours in GPU_LABELS if counter.labels.get(k)}
-            labels.update(
-                {k: counter.labels[k] for k in ATTRIBUTION_LABELS if counter.labels.get(k)}
-            )
+            labels.update({k: counter.labels[k] for k in HOLDER_LABELS if counter.labels.get(k)})
             fam.add(
                 PREFIX + "wasted_gpu_seconds",
                 "Allocated GPU-seconds that did no useful work, by cause and the job holding "

@@ -12,8 +12,9 @@ from gpulens.collect.nvml.binding import (
     NvmlError,
     NvmlNotSupported,
 )
-from gpulens.collect.procs.identity import IDENTITY_LABELS, ProcessIdentity
+from gpulens.collect.procs.identity import ProcessIdentity
 from gpulens.collect.simulated import SCENARIOS, SimulatedFleet
+from gpulens.model import PROCESS_IDENTITY_LABELS
 
 
 def test_binding_is_an_nvml_binding(fleet: SimulatedFleet, bind: Bind) -> None:
@@ -81,7 +82,7 @@ def test_processes_and_identity(fleet: SimulatedFleet, bind: Bind, truth: dict) 
             assert [p.pid for p in running] == [pid], scenario
             assert running[0].used_gpu_memory == b.memory_info(uuid).used
             labels = identity.identify(pid)
-            assert set(labels) == set(IDENTITY_LABELS)
+            assert set(labels) == set(PROCESS_IDENTITY_LABELS)
             assert labels["job_id"] == job["job_id"] and labels["engine"] == job["engine"]
             if scenario == "idle_allocated":
                 assert procs == []
