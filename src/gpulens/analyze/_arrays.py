@@ -47,6 +47,13 @@ def strings(table: pa.Table, name: str) -> list[str | None]:
     return list(col.to_pylist())
 
 
+def strings_at(table: pa.Table, name: str, rows: Ints) -> list[str | None]:
+    """Column `name` at `rows` as Python strings (None for null or a missing column)."""
+    if name not in table.column_names:
+        return [None] * len(rows)
+    return strings(pa.table({name: table.column(name).take(pa.array(rows, pa.int64()))}), name)
+
+
 def codes(table: pa.Table, name: str) -> Ints:
     """Integer codes of column `name` (equal values, equal codes; null and missing share one)."""
     if name not in table.column_names:

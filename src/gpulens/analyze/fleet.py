@@ -3,12 +3,9 @@ duty cycle, skew across groups, and the gap between duty cycle and useful work.
 
 Pure numpy/pyarrow: tables or arrays in, small frozen records out. Column names follow the
 interval frame (`duty`, `sm_active`, `tensor_active`, `memory_used_bytes`; see
-`gpulens.analyze.schema`), so the functions take interval frames as well as raw samples
-(`align_samples` turns stored readings into that shape). Missing values are NaN or null and
-are left out of every statistic, never counted as 0.
-
-Published quantile curves (Acme, NSDI'24) are turned into representative samples with
-`expand_curves`, after which the same marginal statistics apply.
+`gpulens.analyze.schema`), so the functions take interval frames as well as samples with
+those columns. Missing values are NaN or null and are left out of every statistic, never
+counted as 0.
 """
 
 from __future__ import annotations
@@ -23,21 +20,6 @@ import pyarrow.compute as pc
 
 GIB = float(1 << 30)
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
-# catalog metric → frame column
-FRAME_NAMES: dict[str, str] = {
-    "gpu_util_ratio": "duty",
-    "sm_active_ratio": "sm_active",
-    "tensor_active_ratio": "tensor_active",
-    "memory_used_bytes": "memory_used_bytes",
-}
-# Acme util_cdf_csv curve → frame column (values in percent)
-ACME_COLUMNS: dict[str, str] = {
-    "gpu_util": "duty",
-    "sm_active": "sm_active",
-    "tc_activity": "tensor_active",
-    "gpu_mem_fb_used_pct": "memory_used_ratio",
-}
-
 ArrayLike: TypeAlias = np.ndarray | pa.Array | pa.ChunkedArray | Sequence[float]
 
 
@@ -57,34 +39,6 @@ def _codes(entities: ArrayLike) -> tuple[np.ndarray, list[str]]:
         arr = pc.dictionary_encode(arr.cast(pa.string()))
     codes = np.asarray(arr.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
     return codes, [str(v) for v in arr.dictionary.to_pylist()]
-
-
-# -- shaping -----------------------------------------------------------------------------------
-
-
-def align_samples(table: pa.Table, keys: Sequence[str], ts: str = "ts") -> pa.Table:
-    """One row per (keys, ts), metrics renamed to frame columns.
-
-    Sources often ship each metric in its own file (duty cycle here, memory there); stored as
-    separate rows, they are merged here by taking each metric's value at the same entity and
-    timestamp (the maximum if one occurs twice).
-    """
-    metrics = [c for c in table.column_names if c in FRAME_NAMES]
-    cols = [*keys, ts, *metrics]
-    plain = {
-        c: (
-            table.column(c).cast(pa.string())
-            if pa.types.is_dictionary(table.column(c).type)
-            else table.column(c)
-        )
-        for c in cols
-    }
-    grouped = pa.table(plain).group_by([*keys, ts]).aggregate([(m, "max") for m in metrics])
-    names = [
-        FRAME_NAMES[n[: -len("_max")]] if n.endswith("_max") else n for n in grouped.schema.names
-    ]
-    out = grouped.rename_columns(names)
-    return out.sort_by([(k, "ascending") for k in [*keys, ts]])
 
 
 # -- (a) idle while holding memory -----------------------------------------------------------
@@ -293,40 +247,3 @@ def fleet_summary(
         busy_time_skew=skew(groups, duty),
         gap=activity_gap(duty, col("sm_active"), col("tensor_active")),
     )
-
-
-def expand_curve(cdf_pct: ArrayLike, values: ArrayLike, n: int = 1000) -> np.ndarray:
-    """`n` representative samples of a quantile curve (x at CDF percent), by inverse-CDF
-    sampling on the fixed grid p = (i + 0.5) / n: deterministic, sorted ascending.
-
-    Curves that are not monotone (digitised plots) are made so with a running maximum.
-    """
-    p = _floats(cdf_pct)
-    x = _floats(values)
-    ok = np.isfinite(p) & np.isfinite(x)
-    p, x = p[ok], x[ok]
-    if p.size == 0:
-        raise ValueError("a quantile curve needs at least one (cdf, value) point")
-    order = np.argsort(p, kind="stable")
-    p, x = np.maximum.accumulate(p[order]), np.maximum.accumulate(x[order])
-    grid = (np.arange(n, dtype=np.float64) + 0.5) / n * 100.0
-    return np.asarray(np.interp(grid, p, x), dtype=np.float64)
-
-
-def expand_curves(
-    curves: pa.Table,
-    n: int = 1000,
-    names: Mapping[str, str] = ACME_COLUMNS,
-    scale: float = 0.01,
-    cdf_column: str = "cdf_pct",
-) -> pa.Table:
-    """Samples of every curve in `curves`, renamed by `names` and multiplied by `scale`
-    (percent → ratio). Columns are independent marginals: statistics of one column hold,
-    joint ones (duty and memory of the same sample) do not."""
-    p = curves.column(cdf_column)
-    cols = {
-        names.get(c, c): expand_curve(p, curves.column(c), n) * scale
-        for c in curves.column_names
-        if c != cdf_column
-    }
-    return pa.table(cols)

@@ -43,9 +43,8 @@ from gpulens.analyze._arrays import (
     label_codes,
     none_if_nan,
     not_warmup,
-    rows_by_group,
     rows_of,
-    strings,
+    strings_at,
 )
 from gpulens.analyze.mig import SMALLER_GPUS, MigProfile, mig_family, pick_mig_profile
 from gpulens.numbers import is_nan
@@ -98,33 +97,34 @@ def memory_peaks(frame: pa.Table) -> pa.Table:
     ids, n = group_ids(frame, ("job_id", "host", "gpu_uuid"))
     if n == 0:
         return _PEAK_SCHEMA.empty_table()
+    order = np.argsort(ids, kind="stable")
+    starts = np.searchsorted(ids[order], np.arange(n))
+    first = order[starts]  # each group's first row, in row order
+
+    def peak(name: str) -> Floats:  # NaN-ignoring max per group; NaN when none is known
+        return np.asarray(np.fmax.reduceat(floats(frame, name)[order], starts), np.float64)
+
     start, step = ints(frame, "start_ns"), floats(frame, "step_s")
-    used, proc = floats(frame, "memory_used_bytes"), floats(frame, "process_memory_bytes")
-    total = floats(frame, "memory_total_bytes")
-    job, host, uuid = strings(frame, "job_id"), strings(frame, "host"), strings(frame, "gpu_uuid")
-    model = strings(frame, "gpu_model")
-    rows = []
-    for idx in rows_by_group(ids, n):
-        peak, tot = _nanmax(used[idx]), _nanmax(total[idx])
-        head = tot - peak
-        i0 = int(idx[0])
-        rows.append(
-            {
-                "job_id": job[i0],
-                "host": host[i0],
-                "gpu_uuid": uuid[i0],
-                "gpu_model": model[i0],
-                "first_ns": int(start[idx].min()),
-                "end_ns": int((start[idx] + np.nan_to_num(step[idx]) * 1e9).max()),
-                "intervals": int(idx.size),
-                "peak_used_bytes": none_if_nan(peak),
-                "peak_process_bytes": none_if_nan(_nanmax(proc[idx])),
-                "memory_total_bytes": none_if_nan(tot),
-                "headroom_bytes": none_if_nan(head),
-                "headroom_ratio": none_if_nan(head / tot if tot > 0 else float("nan")),
-            }
-        )
-    return pa.Table.from_pylist(rows, schema=_PEAK_SCHEMA)
+    used, total = peak("memory_used_bytes"), peak("memory_total_bytes")
+    head = total - used
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(total > 0, head / total, np.nan)
+    end = np.maximum.reduceat((start + np.nan_to_num(step) * 1e9)[order], starts)
+    cols: dict[str, pa.Array] = {}
+    for name in ("job_id", "host", "gpu_uuid", "gpu_model"):
+        cols[name] = pa.array(strings_at(frame, name, first), pa.string())
+    cols["first_ns"] = pa.array(np.minimum.reduceat(start[order], starts), pa.int64())
+    cols["end_ns"] = pa.array(end.astype(np.int64), pa.int64())
+    cols["intervals"] = pa.array(np.diff(np.r_[starts, ids.size]), pa.int64())
+    for name, values in (
+        ("peak_used_bytes", used),
+        ("peak_process_bytes", peak("process_memory_bytes")),
+        ("memory_total_bytes", total),
+        ("headroom_bytes", head),
+        ("headroom_ratio", ratio),
+    ):
+        cols[name] = pa.array(values, pa.float64(), from_pandas=True)
+    return pa.table(cols, schema=_PEAK_SCHEMA)
 
 
 def job_memory_peaks(peaks: pa.Table) -> pa.Table:

@@ -35,8 +35,6 @@ For every row `useful_s + wasted_s + warmup_s + unmeasured_s = allocated_s ≤ g
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -285,38 +283,3 @@ def waste_by_cause(
         + [(c, pa.float64()) for c in ("share", *per_row)]
     )
     return pa.Table.from_pylist(rows, schema=schema)
-
-
-@dataclass(frozen=True, slots=True)
-class WasteTotals:
-    """Allocation waste of some rows, field for field a `findings.model.Impact`
-    (`Impact(**dataclasses.asdict(totals))`)."""
-
-    wasted_gpu_hours: float = 0.0
-    cost: float = 0.0
-    currency: str = "USD"
-    energy_kwh: float = 0.0
-    co2e_kg: float = 0.0
-
-
-def waste_totals(
-    frame: pa.Table, prices: Prices | None = None, region: str | float = DEFAULT_REGION
-) -> WasteTotals:
-    """Wasted GPU-hours of the rows (allocated, not useful, not warm-up), with the share of
-    their total cost, energy and carbon that the waste accounts for. Unknowns count as 0."""
-    prices = prices or Prices()
-    t = ensure_annotated(frame, prices, region)
-    wasted = np.nan_to_num(_floats(t, "wasted_s"))
-    gpu_s = _floats(t, "gpu_s")
-    frac = np.divide(wasted, gpu_s, out=np.zeros_like(wasted), where=gpu_s > 0)
-
-    def part(col: str) -> float:
-        return float(np.nansum(_floats(t, col) * frac))
-
-    return WasteTotals(
-        wasted_gpu_hours=float(wasted.sum()) / 3600.0,
-        cost=part("total_cost"),
-        currency=prices.currency,
-        energy_kwh=part("energy_kwh"),
-        co2e_kg=part("co2e_kg"),
-    )

@@ -1,7 +1,17 @@
-"""From the store to a report's view model: frames → states → useful work → waste → findings.
+"""From the store to a report's view model: frames → states → useful work → waste → findings,
+and a verdict per job against its workload's baseline.
 
 `analyse(...)` is the one place the report front ends get their numbers from; renderers in
 `present.report` only format what it returns.
+
+Verdicts: each job is judged against the baseline of its workload type (GPU model | engine |
+process | project | model size; `analyze.baselines`). The baseline is learned from the period
+of the same length (at most `MAX_HISTORY_S`, 7 days) just before the report window, at the
+same interval length and over the same scope (a job report drops the job filter and keeps the
+job's engine, process and project, so it learns from the workload's other runs as well). A
+workload with no readings there is learned from the report window itself when the window
+holds at least two of its jobs (each job then compared with all of them, itself included);
+otherwise its verdict is unknown, with the reason.
 """
 
 from __future__ import annotations
@@ -15,9 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpulens.analyze import fairness, fleet, rollups, waste
+from gpulens.analyze.baselines import BaselineSettings, run_verdicts
 from gpulens.analyze.carbon import DEFAULT_REGION
-from gpulens.analyze.efficiency import Thresholds
-from gpulens.analyze.memory import MemorySettings
+from gpulens.analyze.efficiency import Thresholds, classify, useful_work
+from gpulens.analyze.memory import MemorySettings, job_memory_peaks, memory_peaks
 from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
 from gpulens.findings.context import FindingThresholds
@@ -28,6 +39,7 @@ from gpulens.store.events import events
 from gpulens.store.frames import gpu_intervals
 
 NS = 1_000_000_000
+MAX_HISTORY_S = 7 * 86400  # the longest history a report learns its baselines from
 SCOPE_KEYS: tuple[str, ...] = ("job_id", "user", "host", "engine", "project")
 
 
@@ -64,6 +76,9 @@ class ReportView:
     gap: str = ""  # duty cycle versus SM versus tensor activity, in one line
     mfu: list[dict[str, Any]] = field(default_factory=list)  # per job, where measurable
     idle_holding_share: float | None = None  # intervals at zero duty while holding memory
+    # per job (and workload): verdict against the workload baseline, its evidence, memory peak
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    baseline: dict[str, Any] = field(default_factory=dict)  # where the baselines came from
 
     @property
     def is_job_report(self) -> bool:
@@ -120,6 +135,7 @@ def analyse(
     states: Thresholds | None = None,
     finding_thresholds: FindingThresholds | None = None,
     memory: MemorySettings | None = None,
+    baselines: BaselineSettings | None = None,
 ) -> ReportView:
     """Build the report of the store over [start_ns, end_ns) for the given label scope."""
     filters = {k: v for k, v in (scope or {}).items() if v}
@@ -146,6 +162,7 @@ def analyse(
         states=states,
         thresholds=finding_thresholds,
         memory=memory,
+        baselines=baselines,
     )
     annotated = ctx.frame
     view.findings = run_rules(ctx)
@@ -155,10 +172,10 @@ def analyse(
     view.totals["end_ns"] = int(pc.max(annotated["start_ns"]).as_py() + step_s * NS)
     view.waste_by_cause = _rows(waste.waste_by_cause(annotated, prices=prices, region=region))
     gpu_table = rollups.rollup(annotated, ("host", "gpu_index", "gpu_uuid", "gpu_model"))
-    memory_peaks = annotated.group_by("gpu_uuid").aggregate(
+    gpu_memory = annotated.group_by("gpu_uuid").aggregate(
         [("memory_used_bytes", "max"), ("memory_total_bytes", "max")]
     )
-    peaks = {r["gpu_uuid"]: r for r in memory_peaks.to_pylist()}
+    peaks = {r["gpu_uuid"]: r for r in gpu_memory.to_pylist()}
     view.gpus = sorted(
         (
             {**r, **{k: v for k, v in peaks.get(r["gpu_uuid"], {}).items() if k != "gpu_uuid"}}
@@ -198,6 +215,10 @@ def analyse(
         view.idle_holding_share = fleet.idle_holding_share(
             _floats(annotated, "duty"), _floats(annotated, "memory_used_bytes")
         ).share
+    history, lo, hi = _history(store, first, last, step_s, filters, annotated, states)
+    verdicts = run_verdicts(annotated, history, ctx.baselines)
+    view.jobs = _jobs(verdicts, job_memory_peaks(memory_peaks(annotated)))
+    view.baseline = _baseline(view.jobs, history, lo, hi, step_s)
     tiers = (
         set(pc.unique(annotated["tier"]).to_pylist()) if "tier" in annotated.column_names else set()
     )
@@ -207,6 +228,136 @@ def analyse(
             "unmeasured; enable DCGM profiling or use Hopper+ GPUs with NVML GPM"
         )
     return view
+
+
+def _history(
+    store: Store,
+    first: int,
+    last: int,
+    step_s: float,
+    filters: Mapping[str, str],
+    frame: pa.Table,
+    states: Thresholds | None,
+) -> tuple[pa.Table | None, int, int]:
+    """(classified frame of the period of the same length, at most `MAX_HISTORY_S`, before
+    [first, last), or None when the store holds nothing earlier; its start; its end)."""
+    lo, hi = first - min(last - first, MAX_HISTORY_S * NS), first
+    earliest, _ = store.time_bounds()
+    if earliest is None or earliest >= hi:
+        return None, lo, hi
+    where = {k: v for k, v in filters.items() if k != "job_id"}
+    if "job_id" in filters:  # the job's workload, over all of its runs
+        for key in ("engine", "process_name", "project"):
+            if key in frame.column_names and key not in where:
+                values = [v for v in pc.unique(frame[key]).to_pylist() if v is not None]
+                if len(values) == 1:
+                    where[key] = str(values[0])
+    history = gpu_intervals(store, step_s=step_s, start_ns=lo, end_ns=hi, where=where)
+    if history.num_rows == 0:
+        return None, lo, hi
+    return useful_work(classify(history, states or Thresholds())), lo, hi
+
+
+_VERDICT_ORDER = {"degraded": 0, "healthy": 1, "unknown": 2}
+_EVIDENCE = (
+    "metric",
+    "value",
+    "baseline_median",
+    "baseline_n",
+    "median_z",
+    "anomalous_share",
+    "intervals",
+    "baseline",
+    "runs",
+)
+_MEMORY = (
+    "gpus",
+    "peak_used_bytes",
+    "peak_process_bytes",
+    "memory_total_bytes",
+    "headroom_bytes",
+    "headroom_ratio",
+)
+
+
+def _jobs(verdicts: pa.Table, peaks: pa.Table) -> list[dict[str, Any]]:
+    """One row per job and workload: verdict, evidence (the metric is a 0..1 ratio) and the
+    job's GPU memory peak; jobs seen only in warm-up get an unknown verdict. Degraded first."""
+    memory = {r["job_id"]: r for r in peaks.to_pylist()}
+    rows: list[dict[str, Any]] = []
+    judged: set[str | None] = set()
+    for v in verdicts.to_pylist():
+        judged.add(v["job_id"])
+        evidence = {k: v.get("median" if k == "value" else k) for k in _EVIDENCE}
+        evidence["unit"] = "ratio"
+        mem = memory.get(v["job_id"], {})
+        rows.append(
+            {
+                "job_id": v["job_id"],
+                "workload": v["workload"],
+                "verdict": v["verdict"],
+                "reason": v["reason"],
+                "evidence": evidence,
+                **{k: mem.get(k) for k in _MEMORY},
+            }
+        )
+    for job, mem in memory.items():
+        if job not in judged:
+            rows.append(
+                {
+                    "job_id": job,
+                    "workload": None,
+                    "verdict": "unknown",
+                    "reason": "only warm-up intervals in this window",
+                    "evidence": None,
+                    **{k: mem.get(k) for k in _MEMORY},
+                }
+            )
+    rows.sort(key=lambda r: (_VERDICT_ORDER[r["verdict"]], str(r["job_id"]), str(r["workload"])))
+    return rows
+
+
+def _baseline(
+    jobs: list[dict[str, Any]], history: pa.Table | None, lo: int, hi: int, step_s: float
+) -> dict[str, Any]:
+    """Where the verdicts' baselines came from, and how many verdicts of each kind."""
+    sources = [j["evidence"]["baseline"] for j in jobs if j["evidence"]]
+    counts = {k: sum(1 for j in jobs if j["verdict"] == k) for k in _VERDICT_ORDER}
+    span = _span((hi - lo) / NS)
+    from_history, from_window = sources.count("history"), sources.count("window")
+    if not jobs:
+        said = ["no jobs in this window"]
+    else:
+        said = [f"{counts['degraded']} degraded, {counts['healthy']} healthy, "
+                f"{counts['unknown']} unknown"]  # fmt: skip
+        if history is None:
+            said.append(f"no readings in the {span} before this window to learn baselines from")
+        else:
+            said.append(
+                f"baselines per workload type from the {span} before this window "
+                f"({history.num_rows} intervals of {step_s:g} s)"
+            )
+    if from_window:
+        said.append(f"{from_window} job(s) compared with the window's runs of their workload")
+    return {
+        "history_start_ns": lo,
+        "history_end_ns": hi,
+        "step_s": step_s,
+        "history_intervals": 0 if history is None else history.num_rows,
+        "from_history": from_history,
+        "from_window": from_window,
+        "without": len(jobs) - from_history - from_window,
+        "verdicts": counts,
+        "summary": "; ".join(said),
+    }
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.3g} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.3g} hours"
+    return f"{seconds / 60:.3g} minutes"
 
 
 __all__ = ["ReportView", "analyse", "auto_step"]

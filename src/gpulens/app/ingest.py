@@ -75,12 +75,14 @@ def ingest(
     when None. Format ``csv`` (implied by `column_map` or `preset`) takes its timestamps from
     the data and needs exactly one of `column_map` (from --time-column/--label/--map/--set) or
     `preset` (a name in `gpulens.collect.csv_import.PRESETS`); `host` fills the host label of
-    rows without one unless the preset says the data names no machine.
+    rows without one unless the preset says the data names no machine. Quantile-curve files
+    (the ``acme-nsdi24`` preset) carry no time: their samples are stamped from `ts_ns`, or
+    from the file's modification time when None, one `sample_step_s` apart.
     """
     if column_map is not None or preset is not None or fmt == "csv":
         if fmt not in (None, "csv"):
             raise ConfigError(f"--map/--preset need --format csv, not --format {fmt}")
-        return _ingest_csv(cfg, paths, host, column_map, preset)
+        return _ingest_csv(cfg, paths, host, column_map, preset, ts_ns)
     batches: list[list[Reading]] = []
     result = IngestResult()
     for path in paths:
@@ -110,6 +112,7 @@ def _ingest_csv(
     host: str,
     column_map: ColumnMap | None,
     preset: str | None,
+    ts_ns: int | None = None,
 ) -> IngestResult:
     if (column_map is None) == (preset is None):
         raise ConfigError(
@@ -121,7 +124,8 @@ def _ingest_csv(
     for path in paths:
         if not path.is_file():
             raise ConfigError(f"cannot read {str(path)!r}: not a file")
-        parsed.append(parse_csv_table(path, mapping, str(path), host=host))
+        stamp = ts_ns if ts_ns is not None else path.stat().st_mtime_ns
+        parsed.append(parse_csv_table(path, mapping, str(path), host=host, ts_ns=stamp))
     result = IngestResult()
     with SegmentWriter(cfg.data_dir, host) as writer:
         for tables in parsed:

@@ -368,12 +368,16 @@ def ingest(
     ] = None,
     time: Annotated[
         str | None,
-        typer.Option(help="Timestamp of the capture, ISO 8601 (default: each file's mtime)."),
+        typer.Option(
+            help="Timestamp of the capture (or of the first quantile-curve sample), ISO 8601 "
+            "(default: each file's mtime)."
+        ),
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="The store to write to.")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
     preset: Annotated[
-        str | None, typer.Option(help="CSV preset (alibaba-genai-2026); implies --format csv.")
+        str | None,
+        typer.Option(help="CSV preset (alibaba-genai-2026, acme-nsdi24); implies --format csv."),
     ] = None,
     time_column: Annotated[str | None, typer.Option(help="CSV: the timestamp column.")] = None,
     time_unit: Annotated[

@@ -12,9 +12,11 @@ import pytest
 from gpulens.analyze.baselines import (
     ALL_HOURS,
     BaselineSettings,
+    _group_median,
     compare_version_changes,
     learn_baselines,
     mann_whitney,
+    run_verdicts,
     score_intervals,
     version_changes,
     workload_keys,
@@ -182,3 +184,140 @@ def test_compare_flags_a_regression_after_a_driver_change() -> None:
     flat = pa.Table.from_pylist(_rows(steady))
     (same,) = compare_version_changes(flat, ev).to_pylist()
     assert same["regression"] is False and abs(same["relative_change"]) < 0.05
+
+
+def _reference_keys(frame: pa.Table) -> list[str | None]:
+    """The workload key row by row, as the module doc defines it."""
+    out: list[str | None] = []
+    cols = BaselineSettings().key_columns
+    for r in frame.to_pylist():
+        if r.get("engine") is None and r.get("process_name") is None:
+            out.append(None)
+            continue
+        parts = []
+        for c in cols:
+            v = r.get(c)
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                parts.append("-")
+            else:
+                parts.append(f"{v:.4g}" if isinstance(v, float) else str(v))
+        out.append("|".join(parts))
+    return out
+
+
+def test_workload_keys_match_the_row_by_row_definition() -> None:
+    rng = np.random.default_rng(3)
+    n = 400
+    pick = rng.integers(0, 3, size=(n, 5))
+    rows = [
+        {
+            "start_ns": DAY0 + i * STEP,
+            "gpu_model": ["H100", "A100", None][pick[i, 0]],
+            "engine": ["pytorch", "vllm", None][pick[i, 1]],
+            "process_name": ["python a.py", None, "serve"][pick[i, 2]],
+            "project": ["x", "y", None][pick[i, 3]],
+            "model_parameters": [1.3e9, 1.30001e9, float("nan")][pick[i, 4]],
+        }
+        for i in range(n)
+    ]
+    frame = pa.Table.from_pylist(rows)
+    encoded = frame.set_column(2, "engine", frame.column("engine").dictionary_encode())
+    assert workload_keys(frame) == _reference_keys(frame)
+    assert workload_keys(encoded) == _reference_keys(frame)
+    assert workload_keys(frame.slice(0, 0)) == []
+
+
+def test_group_median_is_numpy_median_per_group() -> None:
+    rng = np.random.default_rng(5)
+    values = rng.normal(size=1000)
+    group = rng.integers(0, 7, size=1000)
+    got = _group_median(values, group, 9)
+    for g in range(7):
+        assert got[g] == np.median(values[group == g])
+    assert np.isnan(got[7]) and np.isnan(got[8])
+
+
+def _job(job: str, sm: np.ndarray, start: int, **extra: Any) -> list[dict[str, Any]]:
+    return [dict(r, job_id=job) for r in _rows(sm, start=start, **extra)]
+
+
+def _hours(n: int) -> np.ndarray:
+    """Hour of day of n one-minute rows that start at midnight."""
+    return (np.arange(n) // 60) % 24
+
+
+def _hourly(
+    ref: np.ndarray, ref_hours: np.ndarray, hours: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (of hour `hours`) the median and robust scale of `ref` in that hour."""
+    med = np.array([np.median(ref[ref_hours == h]) for h in hours])
+    mad = np.array(
+        [np.median(np.abs(ref[ref_hours == h] - m)) for h, m in zip(hours, med, strict=True)]
+    )
+    return med, 1.4826 * np.maximum(mad, np.maximum(0.01, 0.02 * med))
+
+
+def test_run_verdicts_from_history_from_the_window_and_unknown() -> None:
+    rng = np.random.default_rng(11)
+    window = DAY0 + 24 * HOUR
+
+    def noisy(level: float, n: int = 240) -> np.ndarray:
+        return level + rng.normal(0, 0.02, n)
+
+    past = noisy(0.8, 1440)
+    history = pa.Table.from_pylist(_job("old", past, DAY0))
+    fast, slow = noisy(0.8), noisy(0.5)
+    # workload "serve" has no history: three runs in the window, one of them slow
+    serve = {"process_name": "serve", "project": "web"}
+    s1, s2, s3 = noisy(0.6), noisy(0.6), noisy(0.3)
+    lone = noisy(0.7)
+    frame = pa.Table.from_pylist(
+        _job("fast", fast, window)
+        + _job("slow", slow, window)
+        + _job("s1", s1, window, **serve)
+        + _job("s2", s2, window, **serve)
+        + _job("s3", s3, window, **serve)
+        + _job("lone", lone, window, process_name="other", project="solo")
+    )
+    got = {r["job_id"]: r for r in run_verdicts(frame, history).to_pylist()}
+    assert {j: r["verdict"] for j, r in got.items()} == {
+        "fast": "healthy",
+        "slow": "degraded",
+        "s1": "healthy",
+        "s2": "healthy",
+        "s3": "degraded",
+        "lone": "unknown",
+    }
+    assert got["slow"]["baseline"] == "history" and got["slow"]["runs"] == 2
+    assert got["slow"]["median"] == pytest.approx(np.median(slow))
+    assert got["slow"]["baseline_n"] == past.size
+    # each window minute is scored against the same hour of day of the baseline's samples
+    med, scale = _hourly(past, _hours(past.size), _hours(slow.size))
+    assert got["slow"]["baseline_median"] == pytest.approx(np.median(med))
+    assert got["slow"]["median_z"] == pytest.approx(np.median((slow - med) / scale))
+    assert got["s3"]["baseline"] == "window" and got["s3"]["runs"] == 3
+    pooled, pooled_hours = np.concatenate([s1, s2, s3]), np.tile(_hours(240), 3)
+    med, scale = _hourly(pooled, pooled_hours, _hours(s3.size))
+    assert got["s3"]["baseline_median"] == pytest.approx(np.median(med))
+    assert got["s3"]["median_z"] == pytest.approx(np.median((s3 - med) / scale))
+    assert got["lone"]["baseline"] is None and got["lone"]["reason"].startswith(
+        "no earlier history of this workload and 1 run(s)"
+    )
+    assert got["fast"]["reason"] is None
+
+
+def test_a_run_keeps_one_workload_when_a_key_label_comes_and_goes() -> None:
+    history = pa.Table.from_pylist(_job("old", _seasonal(days=1), DAY0))
+    rows = _job("j", np.full(60, 0.7), DAY0 + 24 * HOUR)
+    for r in rows[:10]:
+        r["model_parameters"] = None  # the application had not reported its size yet
+    (row,) = run_verdicts(pa.Table.from_pylist(rows), history).to_pylist()
+    assert row["workload"] == WORKLOAD and row["intervals"] == 60
+
+
+def test_run_verdicts_without_a_useful_work_metric() -> None:
+    rows = [{k: v for k, v in r.items() if k != "sm_active"} | {"duty": 0.9}
+            for r in _job("j", np.full(30, 0.5), DAY0)]  # fmt: skip
+    (row,) = run_verdicts(pa.Table.from_pylist(rows), None).to_pylist()
+    assert row["verdict"] == "unknown" and row["metric"] is None
+    assert "profiling" in row["reason"]

@@ -1,4 +1,4 @@
-"""Fleet statistics: idle-while-holding share, distributions, Gini skew, activity gap, curves."""
+"""Fleet statistics: idle-while-holding share, distributions, Gini skew, activity gap."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ from hypothesis import strategies as st
 from gpulens.analyze.fleet import (
     GIB,
     activity_gap,
-    align_samples,
     distribution,
     entity_means,
-    expand_curve,
-    expand_curves,
     fleet_summary,
     gini,
     idle_holding_share,
@@ -73,31 +70,15 @@ def test_activity_gap_names_the_gap() -> None:
     assert "tensor not measured" in activity_gap([0.5], [0.2]).summary
 
 
-def test_align_samples_merges_rows_from_separate_files() -> None:
+def test_fleet_summary_over_samples_with_frame_columns() -> None:
     t = pa.table(
         {
-            "ts": [1, 1, 2, 2],
-            "pod": ["a", "a", "a", "b"],
-            "gpu_util_ratio": [0.0, None, 0.5, None],
-            "memory_used_bytes": [None, 2 * GIB, None, 3 * GIB],
+            "pod": ["a", "a", "b"],
+            "duty": [0.0, 0.5, None],
+            "memory_used_bytes": [2 * GIB, None, 3 * GIB],
         }
     )
-    a = align_samples(t, ["pod"])
-    assert a.column_names == ["pod", "ts", "duty", "memory_used_bytes"]
-    assert a.to_pydict()["duty"] == [0.0, 0.5, None]
-    summary = fleet_summary(a, entity="pod")
-    assert summary.idle_holding.idle_holding == 1 and summary.entities == 1
-
-
-def test_expand_curve_is_deterministic_inverse_cdf() -> None:
-    cdf = np.linspace(0, 100, 11)
-    x = np.linspace(0, 10, 11)  # uniform on 0..10
-    s = expand_curve(cdf, x, n=1000)
-    assert s.size == 1000 and np.all(np.diff(s) >= 0)
-    assert np.median(s) == pytest.approx(5.0, abs=0.01)
-    assert np.array_equal(s, expand_curve(cdf, x, n=1000))
-    wobbly = expand_curve([0, 50, 40, 100], [0, 5, 4, 10], n=10)  # not monotone: made so
-    assert np.all(np.diff(wobbly) >= 0)
-    table = expand_curves(pa.table({"cdf_pct": cdf, "gpu_util": x * 10}), n=100)
-    assert table.column_names == ["duty"] and table.num_rows == 100
-    assert max(table.column("duty").to_pylist()) <= 1.0
+    summary = fleet_summary(t, entity="pod")
+    assert summary.idle_holding.idle_holding == 1 and summary.idle_holding.samples == 1
+    assert summary.samples == 3
+    assert summary.entities == 1  # pod b has no duty cycle: left out, not counted as 0

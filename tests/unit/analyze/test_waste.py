@@ -133,16 +133,6 @@ def test_waste_by_cause_is_a_complete_account() -> None:
     assert (first["kind"], first["cause"]) == ("wasted", "idle_allocated")
 
 
-def test_waste_totals_map_onto_impact() -> None:
-    f = frame([row(state="idle_allocated", energy_j=7.2e6), row(gpu_uuid="g1", state="warmup")])
-    totals = waste.waste_totals(f, PRICES)
-    assert totals.wasted_gpu_hours == pytest.approx(1.0)
-    assert totals.cost == pytest.approx(4.0 + 2.0 * 1.5 * 0.2)
-    assert totals.energy_kwh == pytest.approx(2.0)
-    assert totals.co2e_kg == pytest.approx(2.0 * 1.5 * 0.475)
-    assert totals.currency == "USD"
-
-
 def test_mig_instances_share_their_parent() -> None:
     f = frame(
         [
@@ -178,7 +168,6 @@ def test_empty_frame() -> None:
     t = waste.annotate(frame([]))
     assert t.num_rows == 0 and set(waste.ANNOTATION_COLUMNS) <= set(t.column_names)
     assert waste.waste_by_cause(frame([])).num_rows == 0
-    assert waste.waste_totals(frame([])).wasted_gpu_hours == 0.0
 
 
 def test_annotate_is_idempotent() -> None:

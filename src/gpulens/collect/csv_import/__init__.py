@@ -5,7 +5,14 @@ Pure parse: bytes or files in, pyarrow tables per reading kind out; storing is t
 (`gpulens.app.ingest`). docs/importing.md describes the options.
 """
 
-from gpulens.collect.csv_import.curves import read_quantile_curves
+from gpulens.collect.csv_import.curves import (
+    CurveColumn,
+    CurveMap,
+    expand_curve,
+    expand_curves,
+    parse_curves,
+    read_quantile_curves,
+)
 from gpulens.collect.csv_import.errors import CsvImportError
 from gpulens.collect.csv_import.mapping import (
     TIME_UNITS,
@@ -26,12 +33,17 @@ __all__ = [
     "UNITS",
     "ColumnMap",
     "CsvImportError",
+    "CurveColumn",
+    "CurveMap",
     "MetricColumn",
     "Preset",
     "column_map_from_options",
+    "expand_curve",
+    "expand_curves",
     "get_preset",
     "iter_tables",
     "parse_csv_table",
+    "parse_curves",
     "parse_label_option",
     "parse_map_option",
     "parse_set_option",

@@ -1,8 +1,9 @@
 """Named column maps for telemetry that other systems publish (``--preset NAME``).
 
-A preset is a list of rules (a file-name pattern and the ColumnMap for files that match); the
-first matching rule wins, and a file no rule matches is skipped (an input with nothing to
-import is an error). Inside an archive the member's file name is matched.
+A preset is a list of rules (a file-name pattern and the ColumnMap, or for published quantile
+curves the CurveMap, for files that match); the first matching rule wins, and a file no rule
+matches is skipped (an input with nothing to import is an error). Inside an archive the
+member's file name is matched.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from gpulens.collect.csv_import.mapping import ColumnMap, MetricColumn
+from gpulens.collect.csv_import.curves import CurveColumn, CurveMap
+from gpulens.collect.csv_import.mapping import GIB, ColumnMap, MetricColumn
 from gpulens.errors import ConfigError
 
 
@@ -20,10 +22,10 @@ class Preset:
 
     name: str
     description: str
-    rules: tuple[tuple[str, ColumnMap], ...]
+    rules: tuple[tuple[str, ColumnMap | CurveMap], ...]
 
-    def __call__(self, filename: str) -> ColumnMap | None:
-        """The ColumnMap for `filename` (a base name), or None when no rule matches."""
+    def __call__(self, filename: str) -> ColumnMap | CurveMap | None:
+        """The map for `filename` (a base name), or None when no rule matches."""
         low = filename.lower()
         for pattern, mapping in self.rules:
             if fnmatch.fnmatch(low, pattern):
@@ -76,7 +78,49 @@ ALIBABA_GENAI_2026 = Preset(
     ),
 )
 
-PRESETS: dict[str, Preset] = {p.name: p for p in (ALIBABA_GENAI_2026,)}
+_ACME = (("source", "acme-nsdi24"),)
+# the label values come from the file name: util_gpu_kalos_full.csv → cluster "kalos",
+# curves "util_gpu_kalos_full" (the two Kalos GPU files differ slightly; see the MANIFEST)
+_ACME_NAMES = (("cluster", r"_(seren|kalos|philly|pai)(?:_|$)"), ("curves", r"^(.+)$"))
+_PERCENT = 0.01
+
+
+def _acme(*metrics: CurveColumn) -> CurveMap:
+    return CurveMap(metrics=metrics, constants=_ACME, name_labels=_ACME_NAMES)
+
+
+ACME_NSDI24 = Preset(
+    name="acme-nsdi24",
+    description=(
+        "Shanghai AI Lab Acme trace (NSDI'24) util_cdf_csv quantile curves: util_gpu_* "
+        "(gpu_util, sm_active, tc_activity in percent → gpu_util_ratio, sm_active_ratio, "
+        "tensor_active_ratio; gpu_mem_fb_used_pct of 80 GiB → memory_used_bytes), gpu_power_* "
+        "(power_watts), gpu_temp_* (temperature_celsius, memory_temperature_celsius). Each "
+        "curve becomes 1000 representative samples (inverse CDF); columns are marginals and "
+        "the rows no time series. Other files (CPU, node power, InfiniBand) are skipped."
+    ),
+    rules=(
+        (
+            "util_gpu_*.csv",
+            _acme(
+                CurveColumn("gpu_util", "gpu_util_ratio", _PERCENT),
+                CurveColumn("sm_active", "sm_active_ratio", _PERCENT),
+                CurveColumn("tc_activity", "tensor_active_ratio", _PERCENT),
+                CurveColumn("gpu_mem_fb_used_pct", "memory_used_bytes", 80 * GIB * _PERCENT),
+            ),
+        ),
+        ("gpu_power_*.csv", _acme(CurveColumn("gpu_power_w", "power_watts"))),
+        (
+            "gpu_temp_*.csv",
+            _acme(
+                CurveColumn("gpu_temp_c", "temperature_celsius"),
+                CurveColumn("mem_temp_c", "memory_temperature_celsius"),
+            ),
+        ),
+    ),
+)
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (ALIBABA_GENAI_2026, ACME_NSDI24)}
 
 
 def get_preset(name: str) -> Preset:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from gpulens.collect.csv_import.curves import CurveMap, parse_curves
 from gpulens.collect.csv_import.errors import CsvImportError
 from gpulens.collect.csv_import.mapping import ColumnMap
 from gpulens.collect.csv_import.values import Where, parse_numbers, parse_timestamps
@@ -30,8 +31,8 @@ BLOCK_SIZE = 8 << 20
 NULL_TOKENS: tuple[str, ...] = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None", "none")
 TS = "ts"
 
-#: picks the ColumnMap for a member name (an archive member or the file name); None: skip it
-Resolver = Callable[[str], ColumnMap | None]
+#: picks the map for a member name (an archive member or the file name); None: skip it
+Resolver = Callable[[str], ColumnMap | CurveMap | None]
 
 
 def parse_csv_table(
@@ -40,15 +41,18 @@ def parse_csv_table(
     source: str | None = None,
     *,
     host: str | None = None,
+    ts_ns: int | None = None,
 ) -> dict[Kind, pa.Table]:
     """Readings tables (one per kind) of a CSV file, gzip file, bytes or CSV archive.
 
     `mapping` is one ColumnMap, or a resolver choosing one per file name (a preset); a file the
     resolver returns None for is skipped, and an archive with nothing to import is an error.
     `host` fills the ``host`` label of rows without one when the map's `fill_host` is set.
+    A file the resolver gives a CurveMap is a quantile-curve file (`curves.parse_curves`): its
+    samples are stamped from `ts_ns`, which it then needs.
     """
     parts: dict[Kind, list[pa.Table]] = {}
-    for kind, table in iter_tables(src, mapping, source, host=host):
+    for kind, table in iter_tables(src, mapping, source, host=host, ts_ns=ts_ns):
         parts.setdefault(kind, []).append(table)
     return {kind: _concat(tables) for kind, tables in parts.items()}
 
@@ -59,6 +63,7 @@ def iter_tables(
     source: str | None = None,
     *,
     host: str | None = None,
+    ts_ns: int | None = None,
 ) -> Iterator[tuple[Kind, pa.Table]]:
     """(kind, table) per block of every CSV in `src`, in file order (bounded memory)."""
     resolve: Resolver = (lambda _name: mapping) if isinstance(mapping, ColumnMap) else mapping
@@ -69,6 +74,15 @@ def iter_tables(
         if column_map is None:
             continue
         found = True
+        if isinstance(column_map, CurveMap):
+            if ts_ns is None:
+                raise CsvImportError(member, "quantile curves carry no time: pass a start time")
+            try:
+                text = stream.read()
+            except (OSError, EOFError, tarfile.TarError) as exc:
+                raise CsvImportError(member, f"the file is damaged or truncated: {exc}") from None
+            yield from parse_curves(text, column_map, member, ts_ns).items()
+            continue
         yield from _iter_csv(stream, column_map, member, host)
     if not found:
         raise CsvImportError(name, "it holds no CSV file the column map or preset applies to")

@@ -62,6 +62,7 @@ def _headline(view: ReportView) -> list[tuple[str, str]]:
             ", ".join(f"{m['job_id']} {_pct(m['mfu'])}" for m in view.mfu[:5]) or "-",
         ),
         ("the gap", view.gap or "-"),
+        ("job verdicts", view.baseline.get("summary") or "-"),
     ]
 
 
@@ -97,6 +98,45 @@ def _shown_gpus(view: ReportView) -> tuple[list[dict[str, Any]], int]:
     return ranked[:MAX_GPU_ROWS], len(view.gpus) - MAX_GPU_ROWS
 
 
+MAX_JOB_ROWS = 24
+_METRIC_NAMES = {
+    "useful_ratio": "useful work",
+    "sm_active": "SM activity",
+    "tensor_active": "tensor activity",
+}
+
+
+def _evidence(job: dict[str, Any]) -> str:
+    """The numbers a verdict rests on, or why there is none."""
+    e = job.get("evidence") or {}
+    if job.get("verdict") == "unknown" or e.get("value") is None:
+        return str(job.get("reason") or "-")
+    name = _METRIC_NAMES.get(str(e.get("metric")), str(e.get("metric")))
+    z, share = e.get("median_z"), e.get("anomalous_share")
+    return (
+        f"{name} {_pct(e.get('value'))} vs {_pct(e.get('baseline_median'))} baseline "
+        f"(median z {'-' if z is None else f'{z:+.1f}'}, {_pct(share)} of intervals anomalous; "
+        f"{e.get('intervals')} intervals; baseline from {e.get('baseline')}, "
+        f"{e.get('baseline_n')} samples)"
+    )
+
+
+def _job_cells(job: dict[str, Any]) -> list[str]:
+    """job, verdict, evidence, memory peak GB, headroom, workload."""
+    peak = job.get("peak_used_bytes")
+    return [
+        str(job.get("job_id") or "-"),
+        str(job.get("verdict")),
+        _evidence(job),
+        num(None if peak is None else peak / 1e9),
+        _pct(job.get("headroom_ratio")),
+        str(job.get("workload") or "-"),
+    ]
+
+
+_JOB_HEADERS = ["job", "verdict", "evidence", "memory peak GB", "headroom", "workload type"]
+
+
 def _bar(x: float | None, width: int = 20) -> str:
     if x is None:
         return " " * width
@@ -126,6 +166,8 @@ def to_json(view: ReportView) -> str:
         "gap": view.gap,
         "mfu": view.mfu,
         "idle_holding_share": view.idle_holding_share,
+        "baseline": view.baseline,
+        "jobs": view.jobs,
         "findings": [f.to_dict() for f in view.findings],
         "notes": view.notes,
     }
@@ -229,6 +271,12 @@ def to_markdown(view: ReportView) -> str:
     )
     if hidden:
         lines += [f"... and {hidden} more GPUs (the most wasteful are shown).", ""]
+    if view.jobs:
+        lines += ["## Jobs: verdict against their workload's baseline", ""]
+        lines += [str(view.baseline.get("summary") or ""), ""]
+        lines += md_table(_JOB_HEADERS, [_job_cells(j) for j in view.jobs[:MAX_JOB_ROWS]])
+        if len(view.jobs) > MAX_JOB_ROWS:
+            lines += [f"... and {len(view.jobs) - MAX_JOB_ROWS} more jobs (JSON lists all).", ""]
     if view.waste_by_cause:
         lines += ["## Waste by cause", ""]
         lines += md_table(
@@ -324,6 +372,17 @@ def to_terminal(view: ReportView) -> str:
     if hidden:
         lines.append(f"... and {hidden} more GPUs (the most wasteful are shown; JSON lists all)")
     lines.append("")
+    if view.jobs:
+        lines.append("Jobs: verdict against their workload's baseline")
+        for job in view.jobs[:MAX_JOB_ROWS]:
+            name, verdict, evidence, peak, headroom, workload = _job_cells(job)
+            lines += [
+                f"  [{verdict}] {name}: {evidence}",
+                f"      memory peak {peak} GB, headroom {headroom}; workload {workload}",
+            ]
+        if len(view.jobs) > MAX_JOB_ROWS:
+            lines.append(f"  ... and {len(view.jobs) - MAX_JOB_ROWS} more (JSON lists all)")
+        lines.append("")
     if view.waste_by_cause:
         lines.append("Waste by cause")
         for w in view.waste_by_cause:
@@ -392,6 +451,20 @@ def to_html(view: ReportView) -> str:
         + "</p>",
         _svg_bars(_shown_gpus(view)[0]),
     ]
+    if view.jobs:
+        out += [
+            "<h2>Jobs: verdict against their workload's baseline</h2>",
+            f"<p>{html.escape(str(view.baseline.get('summary') or ''))}</p>",
+            html_table(
+                _JOB_HEADERS,
+                [_job_cells(j) for j in view.jobs[:MAX_JOB_ROWS]],
+                numeric=lambda i, n: i in (3, 4),
+            ),
+        ]
+        if len(view.jobs) > MAX_JOB_ROWS:
+            out.append(
+                f"<p>... and {len(view.jobs) - MAX_JOB_ROWS} more jobs (JSON lists all).</p>"
+            )
     if view.waste_by_cause:
         out += [
             "<h2>Waste by cause</h2>",
