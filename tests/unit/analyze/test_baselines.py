@@ -13,15 +13,13 @@ from gpulens.analyze.baselines import (
     ALL_HOURS,
     BaselineSettings,
     _group_median,
-    compare_version_changes,
     learn_baselines,
-    mann_whitney,
     run_verdicts,
     score_intervals,
-    version_changes,
     workload_keys,
     workload_verdicts,
 )
+from gpulens.analyze.version_changes import compare_version_changes, mann_whitney, version_changes
 
 DAY0 = 1_764_374_400 * 1_000_000_000  # midnight UTC
 NS = 1_000_000_000

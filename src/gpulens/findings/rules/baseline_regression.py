@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpulens.analyze.baselines import compare_version_changes
+from gpulens.analyze.version_changes import compare_version_changes
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity
 from gpulens.findings.runs import Run, ends, finding, impact, starts, strings
