@@ -8,8 +8,8 @@ module under `analyze/traces/` takes a `Trace`.
 
 How it reads (see docs/traces.md):
 
-* `.json` or gzip (sniffed from the magic bytes, so any name works; several gzip members are read
-  in turn); a JSON object with `traceEvents` or a legacy bare JSON array.
+* `.json` or gzip (source.py sniffs the magic bytes, so any name works; several gzip members
+  are read in turn); a JSON object with `traceEvents` or a legacy bare JSON array.
 * Streaming, bounded memory: the stream is read and decompressed in blocks; the `traceEvents`
   array is cut at event boundaries (`}, {` at the array's top level — a cut is kept only if the
   slice parses) into slices of about `chunk_bytes`. Each slice is read by the C scanner
@@ -35,16 +35,16 @@ from __future__ import annotations
 
 import gc
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import msgspec
 
 from gpulens.analyze.traces.columns import ColumnBuilder, Scanned, as_int
 from gpulens.analyze.traces.model import Trace, base_name
 from gpulens.analyze.traces.schema import DECODERS
+from gpulens.analyze.traces.source import Readable, Reader, TraceSource, blocks, not_empty, read_all
 from gpulens.analyze.traces.times import decimal_to_ns, rewrite_times
 from gpulens.errors import TraceFormatError
 
@@ -62,19 +62,6 @@ __all__ = [
 ]
 
 
-class Readable(Protocol):
-    """A binary stream as the loader uses it: `read(n)` gives at most `n` bytes, b"" at the end.
-
-    An open file, a pipe, `gzip.GzipFile`, a request body wrapped as a stream. Where it also has
-    `seekable()` (true) and `seek` / `tell`, a document that cannot be streamed is read again from
-    where loading began, for the precise error.
-    """
-
-    def read(self, size: int, /) -> bytes: ...
-
-
-TraceSource = bytes | bytearray | memoryview | Readable
-
 _scan_slice: Callable[[Any, int, int], tuple[Any, ...] | None] | None = None
 try:  # the C scanner (setup.py); a build without a compiler decodes every slice in Python
     from gpulens.analyze.traces import _scan
@@ -84,19 +71,7 @@ except ImportError:  # pragma: no cover - an install without the compiled scanne
     pass
 SCANNER = _scan_slice is not None  # whether the C scanner is built
 
-_inflate: Any = zlib
-_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
-try:  # ISA-L's inflate: the same API as zlib's, 2.5× faster
-    from isal import isal_zlib
-
-    _inflate = isal_zlib
-    _INFLATE_ERRORS += (cast(type[Exception], isal_zlib.error),)  # its stub types it oddly
-except ImportError:  # pragma: no cover - a platform without python-isal wheels
-    pass
-
 DEFAULT_CHUNK_BYTES = 1 << 19
-_READ_BYTES = 1 << 18  # compressed bytes read at a time
-_GZIP_MAGIC = b"\x1f\x8b"
 _USE_STRUCTS = True  # stream slices through msgspec structs (False: orjson dicts, for tests)
 _USE_SCANNER = True  # and through the C scanner first, where it is built (False: for tests)
 _WHITESPACE = b" \t\r\n"
@@ -113,129 +88,6 @@ _RANK_PATTERNS = (
 
 class _NotStreamable(Exception):
     """The text cannot be cut into event slices; parse the whole file instead."""
-
-
-# -- reading ---------------------------------------------------------------------------------
-
-
-class _Reader:
-    """The input, read block by block: bytes, or a stream; `again()` restarts it where it can."""
-
-    def __init__(self, source: TraceSource, name: str) -> None:
-        if isinstance(source, str) or hasattr(source, "__fspath__"):
-            raise TypeError(
-                f"load_trace reads bytes or a binary stream, not the path {source!r}: open the "
-                "file first (gpulens.app.traces.load_trace_file does)"
-            )
-        self.name = name
-        self.data: memoryview | None = None
-        self.stream: Readable | None = None
-        self.pos = 0
-        self.start: int | None = None  # where a seekable stream began
-        if isinstance(source, bytes | bytearray | memoryview):
-            self.data = memoryview(source).cast("B")
-        elif callable(getattr(source, "read", None)):
-            self.stream = source
-            try:
-                if source.seekable():  # type: ignore[attr-defined]
-                    self.start = source.tell()  # type: ignore[attr-defined]
-            except (AttributeError, OSError, ValueError):
-                self.start = None
-        else:
-            raise TypeError(
-                f"load_trace reads bytes or a binary stream (with .read(n)), "
-                f"not {type(source).__name__}"
-            )
-
-    def read(self, n: int) -> bytes:
-        """At most `n` bytes (fewer only when the stream gives fewer); b"" at the end."""
-        if self.data is not None:
-            view = self.data[self.pos : self.pos + n]
-            self.pos += len(view)
-            return bytes(view)
-        assert self.stream is not None
-        try:
-            block = self.stream.read(n)
-        except OSError as exc:
-            raise TraceFormatError(f"{self.name}: cannot read the trace ({exc})") from exc
-        return bytes(block) if block else b""
-
-    def read_at_least(self, data: bytes, n: int) -> bytes:
-        """`data` extended by reads until it holds `n` bytes or the input ends."""
-        while len(data) < n and (more := self.read(max(n - len(data), _READ_BYTES))):
-            data += more
-        return data
-
-    def all_bytes(self) -> bytes | None:
-        """The whole input when it was handed as plain bytes (no copy), else None."""
-        if self.data is not None and self.pos == 0 and self.data[:2] != _GZIP_MAGIC:
-            obj = self.data.obj
-            return obj if isinstance(obj, bytes) and len(obj) == len(self.data) else None
-        return None
-
-    def again(self) -> bool:
-        """Back to where loading began: True for bytes and a seekable stream, else False."""
-        if self.data is not None:
-            self.pos = 0
-            return True
-        if self.start is None:
-            return False
-        try:
-            self.stream.seek(self.start)  # type: ignore[union-attr]
-        except (AttributeError, OSError, ValueError):
-            return False
-        return True
-
-
-def _blocks(reader: _Reader, block_bytes: int) -> Iterator[bytes]:
-    """The input's (decompressed) bytes, in blocks of at most about `block_bytes`."""
-    head = reader.read_at_least(b"", 2)
-    if head[:2] != _GZIP_MAGIC:
-        if head:
-            yield head
-        while block := reader.read(block_bytes):
-            yield block
-        return
-    yield from _gunzip(reader, head, block_bytes)
-
-
-def _gunzip(reader: _Reader, head: bytes, block_bytes: int) -> Iterator[bytes]:
-    name = reader.name
-    member = _inflate.decompressobj(31)
-    data = head
-    while True:
-        try:
-            out = member.decompress(data, block_bytes)
-        except _INFLATE_ERRORS as exc:
-            raise TraceFormatError(f"{name}: corrupt gzip file ({exc})") from exc
-        data = member.unconsumed_tail
-        if out:
-            yield out
-        if member.eof:  # next member, if any (trailing padding ignored)
-            data = reader.read_at_least(member.unused_data, 2)
-            if not data.startswith(_GZIP_MAGIC):
-                return
-            member = _inflate.decompressobj(31)
-        elif not data and len(out) < block_bytes:  # all input used and no output pending
-            data = reader.read(_READ_BYTES)
-            if not data:
-                raise TraceFormatError(
-                    f"{name}: truncated gzip file (the compressed stream ends early); "
-                    "copy the trace again"
-                )
-
-
-def _read_all(reader: _Reader) -> bytes:
-    data = reader.all_bytes()
-    if data is None:
-        data = b"".join(_blocks(reader, 1 << 24))
-    return _not_empty(data, reader.name)
-
-
-def _not_empty(data: bytes, name: str) -> bytes:
-    if not data.strip():
-        raise TraceFormatError(f"{name}: empty file, expected a PyTorch profiler JSON trace")
-    return data
 
 
 # -- streaming parse -------------------------------------------------------------------------
@@ -504,17 +356,17 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _streamed(reader: _Reader, chunk_bytes: int) -> tuple[ColumnBuilder, dict[str, Any] | None]:
+def _streamed(reader: Reader, chunk_bytes: int) -> tuple[ColumnBuilder, dict[str, Any] | None]:
     """The streaming parse; a document it cannot cut is parsed whole (into a fresh builder)."""
-    text = _Text(_blocks(reader, max(chunk_bytes, 1 << 16)))
+    text = _Text(blocks(reader, max(chunk_bytes, 1 << 16)))
     builder = ColumnBuilder(reader.name)
     try:
         return builder, _parse_stream(text, builder, chunk_bytes, reader.name)
     except _NotStreamable as exc:
         if text.whole:
-            raw = _not_empty(text.everything(), reader.name)
+            raw = not_empty(text.everything(), reader.name)
         elif reader.again():
-            raw = _read_all(reader)
+            raw = read_all(reader)
         else:
             raise TraceFormatError(
                 f"{reader.name}: not valid JSON, or not a trace ({exc}); this stream cannot be "
@@ -540,12 +392,12 @@ def load_trace(
     through the parser; None parses the whole document at once (same result, memory ≈ 10× the
     JSON). Raises `TraceFormatError` naming the trace and the problem.
     """
-    reader = _Reader(source, name)
+    reader = Reader(source, name)
     with _gc_paused():
         metadata: dict[str, Any] | None
         if chunk_bytes is None:
             builder = ColumnBuilder(name)
-            metadata = _parse_whole(_read_all(reader), builder, name)
+            metadata = _parse_whole(read_all(reader), builder, name)
         else:
             builder, metadata = _streamed(reader, max(1, chunk_bytes))
         events, flows = builder.tables()
