@@ -16,9 +16,9 @@ import concurrent.futures as cf
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, is_dataclass
 from functools import partial
-from typing import Literal, Protocol
+from typing import Protocol
 
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
@@ -26,12 +26,13 @@ from gpulens.errors import ConfigError
 from gpulens.model import Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.selfstats import SelfStats
+from gpulens.pipeline.tick import CollectorOutcome as CollectorOutcome
+from gpulens.pipeline.tick import TickResult as TickResult
 from gpulens.units import s_to_ns
 
 MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 60.0
 
-Status = Literal["ok", "error", "timeout", "skipped"]
 _Done = tuple[list[Reading], float, "Exception | None"]  # readings, seconds, failure
 
 
@@ -45,30 +46,6 @@ class Sink(Protocol):
     def flush(self) -> object:
         """Write what is buffered (the return value, e.g. files written, is ignored)."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class CollectorOutcome:
-    """What one collector did in one tick. `duration_s` is wall time (0 when skipped)."""
-
-    status: Status
-    duration_s: float = 0.0
-    readings: int = 0
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TickResult:
-    """One tick: its grid time `ts`, how late it started, what each collector did, the readings
-    handed to the sink (after the rate stage), whether the sink flushed, grid points missed."""
-
-    ts: int
-    lag_s: float
-    outcomes: dict[str, CollectorOutcome] = field(default_factory=dict)
-    readings: list[Reading] = field(default_factory=list)
-    flushed: bool = False
-    missed_ticks: int = 0
-    sink_error: str | None = None
 
 
 def validate_interval(interval_s: float) -> float:

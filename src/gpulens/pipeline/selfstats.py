@@ -16,7 +16,7 @@ from gpulens import catalog
 from gpulens.model import Kind, Reading
 
 if TYPE_CHECKING:
-    from gpulens.pipeline.scheduler import TickResult
+    from gpulens.pipeline.tick import TickResult
 
 SELF_METRICS: frozenset[str] = frozenset(m.name for m in catalog.SELF_METRICS)
 
