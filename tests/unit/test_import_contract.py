@@ -155,14 +155,9 @@ def _circles(graph: grimp.ImportGraph, prefixes: tuple[str, ...]) -> list[list[s
     return circles
 
 
-def test_no_import_circle_in_app_or_present() -> None:
+def test_no_import_circle() -> None:
     """Not even through imports made only for type checking."""
     graph = grimp.build_graph("gpulens", cache_dir=None)
-    assert _circles(graph, ("gpulens.present", "gpulens.app")) == []
-
-
-def test_no_import_circle_at_run_time() -> None:
-    graph = grimp.build_graph("gpulens", exclude_type_checking_imports=True, cache_dir=None)
     assert _circles(graph, ("gpulens",)) == []
 
 

@@ -9,16 +9,13 @@ since the previous call (since the fleet start on the first).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from gpulens.collect.simulated import noise
 from gpulens.collect.simulated.gpu import PlacedJob, SimGpu, decode_pid
+from gpulens.collect.simulated.layout import FleetLayout
 from gpulens.collect.simulated.phases import CPU, DISK, LAUNCH, SAMPLES, WAIT, Row
 from gpulens.collect.simulated.physics import ORIGIN_S
 from gpulens.model import FrozenLabels, Kind, Reading
-
-if TYPE_CHECKING:
-    from gpulens.collect.simulated.fleet import SimulatedFleet
 
 CPU_COUNT = 48
 MEMORY_TOTAL = 2 * 1024**4
@@ -46,7 +43,7 @@ class SimulatedHostCollector:
 
     name = "simulated_host"
 
-    def __init__(self, fleet: SimulatedFleet, host: str) -> None:
+    def __init__(self, fleet: FleetLayout, host: str) -> None:
         self._fleet = fleet
         self._host = host
         self._gpus = fleet.gpus(host)

@@ -6,15 +6,13 @@ Plain dicts and lists (JSON-serialisable). Levels are the steady-state means of 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpulens.collect.simulated.gpu import SimGpu
+from gpulens.collect.simulated.layout import FleetLayout
 from gpulens.collect.simulated.phases import DRAM, DUTY, FP32, POWER, SM, TENSOR, WAIT
 from gpulens.collect.simulated.physics import GpuModel, Stage
 from gpulens.collect.simulated.scenarios import LEAK_RESTART_S
-
-if TYPE_CHECKING:
-    from gpulens.collect.simulated.fleet import SimulatedFleet
 
 _LEVELS = {
     "duty": DUTY,
@@ -36,11 +34,11 @@ def _levels(models: list[GpuModel]) -> dict[str, float]:
     return {k: round(sum(float(m[c]) for m in means) / len(means), 4) for k, c in _LEVELS.items()}
 
 
-def _ns(fleet: SimulatedFleet, seconds: float) -> int:
+def _ns(fleet: FleetLayout, seconds: float) -> int:
     return fleet.start_ns + round(seconds * 1e9)
 
 
-def ground_truth(fleet: SimulatedFleet) -> list[dict[str, Any]]:
+def ground_truth(fleet: FleetLayout) -> list[dict[str, Any]]:
     """One entry per job, then one per GPU no job holds (state idle_unallocated)."""
     out: list[dict[str, Any]] = []
     held: set[str] = set()
