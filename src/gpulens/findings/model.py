@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -25,6 +26,46 @@ class Evidence:
     threshold: float | None = None
     comparison: str = ""  # e.g. "<", ">=": how value stands against threshold
     note: str = ""
+
+    def holds(self) -> bool:
+        """True for a context row (no comparison), or when the value meets its comparison
+        (never for a value or threshold that is NaN or missing)."""
+        if not self.comparison:
+            return True
+        compare = COMPARISONS.get(self.comparison)
+        return (
+            compare is not None
+            and self.threshold is not None
+            and compare(self.value, self.threshold)
+        )
+
+
+COMPARISONS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def which_held(*rows: Evidence) -> list[Evidence]:
+    """The rows of a rule's alternative conditions (it fires when one of them holds, or a row's
+    value may be unmeasured): each row whose value meets its comparison keeps it, the condition
+    that held; the others become context, with the threshold they did not meet in the note."""
+    out = []
+    for e in rows:
+        if e.holds():
+            out.append(e)
+            continue
+        if e.value != e.value:  # NaN
+            missed = "not measured"
+        elif e.threshold is None or e.threshold != e.threshold:
+            missed = "threshold unknown"
+        else:
+            missed = f"not {e.comparison} {e.threshold:.3g}"
+        note = f"{e.note}; {missed}" if e.note else missed
+        out.append(replace(e, threshold=None, comparison="", note=note))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

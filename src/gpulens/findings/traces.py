@@ -16,7 +16,7 @@ from gpulens.analyze.traces.causes import CauseTotal, GapExample
 from gpulens.analyze.traces.kernels import is_pageable_h2d
 from gpulens.analyze.traces.model import base_name
 from gpulens.analyze.traces.ranks import Cluster, RankAnalysis
-from gpulens.findings.model import Evidence, Finding, Impact, Severity
+from gpulens.findings.model import Evidence, Finding, Impact, Severity, which_held
 
 NS_PER_HOUR = 3_600 * 10**9
 
@@ -293,10 +293,12 @@ def _memcpy_pageable(a: RankAnalysis) -> Finding | None:
             return None
         severity = Severity.INFO
     t = THRESHOLDS["memcpy_pageable"]
-    evidence = [
-        Evidence("pageable_h2d_share", share, t.warning, ">=", t.help),
-        Evidence("pageable_h2d_us", time / 1000, note=f"{count} copies"),
-    ]
+    # it fires on its share of the span, else (as info) on the number of copies
+    evidence = which_held(Evidence("pageable_h2d_share", share, t.warning, ">=", t.help))
+    if severity is Severity.INFO:
+        many = Evidence("pageable_h2d_copies", count, MEMCPY_PAGEABLE_MIN_COPIES, ">=")
+        evidence.append(many)
+    evidence.append(Evidence("pageable_h2d_us", time / 1000, note=f"{count} copies"))
     evidence += [
         Evidence(
             "copy_us",

@@ -15,6 +15,8 @@ from .scenarios import (
     comm_exposed,
     cpu_bound,
     every_cause,
+    gpu,
+    launch,
     launch_bound,
     pageable_copies,
     rank,
@@ -107,3 +109,22 @@ def test_quiet_trace_has_no_findings(write_trace: Callable[..., Path]) -> None:
 
     events = [launch(0, 1), gpu("sm80_xmma_gemm_bf16", 5, 100, 1)]
     assert _rules(write_trace, events) == {}
+
+
+def test_memcpy_pageable_from_many_small_copies_shows_the_count(
+    write_trace: Callable[..., Path],
+) -> None:
+    events = [launch(0, 1), gpu("ampere_sgemm_128x64_nn", 5, 100_000, 1)]
+    for i in range(12):  # 12 µs of copies in a 100 ms span: below the share, above the count
+        events += [
+            launch(100_000 + 10 * i, 2 + i, name="cudaMemcpyAsync"),
+            gpu("Memcpy HtoD (Pageable -> Device)", 100_010 + 10 * i, 1, 2 + i, cat="gpu_memcpy"),
+        ]
+    f = _rules(write_trace, events)["memcpy_pageable"]
+    assert f.severity is Severity.INFO
+    rows = {e.metric: e for e in f.evidence}
+    assert rows["pageable_h2d_copies"].value == 12 and rows["pageable_h2d_copies"].holds()
+    assert rows["pageable_h2d_copies"].comparison == ">="
+    share = rows["pageable_h2d_share"]
+    assert share.comparison == "" and share.note.endswith("not >= 0.005")
+    assert all(e.holds() for e in f.evidence)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpulens.findings.advice import batch_advice, engine_of, optimised
 from gpulens.findings.context import Context
-from gpulens.findings.model import Evidence, Finding
+from gpulens.findings.model import Evidence, Finding, which_held
 from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
 from gpulens.numbers import is_nan
 
@@ -26,8 +26,10 @@ def check(ctx: Context) -> list[Finding]:
         engine = engine_of(ctx, rows)
         evidence = [
             Evidence("duty", duty, th.duty_busy, ">=", "nvidia-smi GPU-Util"),
-            Evidence(sm_name, sm, th.sm_low, "<", "DCGM: < 0.5 is likely ineffective use"),
-            Evidence("tensor_active", mean(ctx, "tensor_active", rows), th.tensor_min, ">="),
+            *which_held(
+                Evidence(sm_name, sm, th.sm_low, "<", "DCGM: < 0.5 is likely ineffective use")
+            ),
+            Evidence("tensor_active", mean(ctx, "tensor_active", rows)),
             Evidence("kernel_launches_per_s", launches),
         ]
         if optimised(ctx, engine):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpulens.findings.context import Context
-from gpulens.findings.model import Evidence, Finding, Severity
+from gpulens.findings.model import Evidence, Finding, Severity, which_held
 from gpulens.findings.runs import (
     finding,
     floats,
@@ -43,9 +43,15 @@ def check(ctx: Context) -> list[Finding]:
         )
         evidence = [
             Evidence("activity", activity, ctx.states.idle_activity, "<=", "max(duty, SM active)"),
-            Evidence("duty", mean(ctx, "duty", rows), t.util_red, "<", "jobstats red"),
-            Evidence("memory_held_bytes", held, ctx.states.idle_memory_bytes, ">"),
-            Evidence("idle_seconds", run.duration_s, t.idle_warn_s, ">=", "jobstats: 60 min warns"),
+            *which_held(Evidence("duty", mean(ctx, "duty", rows), t.util_red, "<", "jobstats red")),
+            # held: more than the driver's memory in use, or a process on the GPU
+            *which_held(
+                Evidence("memory_held_bytes", held, ctx.states.idle_memory_bytes, ">"),
+                Evidence("processes", peak(ctx, "processes", rows), 0.0, ">"),
+            ),
+            Evidence("idle_seconds", run.duration_s, need, ">=", "long enough to report")
+            if run.duration_s >= need
+            else Evidence("idle_seconds", run.duration_s, note="all the frame shows of it"),
         ]
         out.append(
             finding(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpulens.findings.context import Context
-from gpulens.findings.model import Evidence, Finding
+from gpulens.findings.model import Evidence, Finding, which_held
 from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
 from gpulens.numbers import is_nan
 
@@ -20,12 +20,31 @@ def check(ctx: Context) -> list[Finding]:
         wait, cpu = mean(ctx, "data_wait", rows), mean(ctx, "host_cpu", rows)
         iowait = mean(ctx, "host_iowait", rows)
         swing = mean(ctx, "sm_active_max", rows) - mean(ctx, "sm_active_min", rows)
+        # the state's activity: SM active, else graphics-engine active, else duty cycle
+        act, act_name = sm, "sm_active"
+        for name in ("graphics_active", "duty"):
+            if is_nan(act):
+                act, act_name = mean(ctx, name, rows), name
+        # starved: the data wait where reported, else a saturated host CPU with gaps (SM
+        # swinging, or a duty cycle below busy)
+        gaps = [
+            Evidence("sm_active_swing", swing, th.sm_swing, ">=", "max - min within an interval")
+        ]
+        if act_name != "duty":
+            duty = mean(ctx, "duty", rows)
+            gaps.append(Evidence("duty", duty, th.duty_busy, "<", "gaps between kernels"))
         evidence = [
-            Evidence("sm_active", sm, th.sm_good, "<", "DCGM: >= 0.8 needed for good use"),
-            Evidence("data_wait", wait, th.data_wait_high, ">=", "share of the step spent waiting"),
-            Evidence("host_cpu", cpu, th.host_cpu_saturated, ">=", "host CPU busy ratio"),
+            *which_held(
+                Evidence(act_name, act, th.sm_good, "<", "DCGM: >= 0.8 needed for good use")
+            ),
+            *which_held(
+                Evidence(
+                    "data_wait", wait, th.data_wait_high, ">=", "share of the step spent waiting"
+                ),
+                Evidence("host_cpu", cpu, th.host_cpu_saturated, ">=", "host CPU busy ratio"),
+            ),
             Evidence("host_iowait", iowait),
-            Evidence("sm_active_swing", swing, th.sm_swing, ">=", "max - min within an interval"),
+            *which_held(*gaps),
         ]
         loader = (
             "Feed the GPU faster: `DataLoader(num_workers=<CPU cores per GPU>, pin_memory=True, "

@@ -6,7 +6,7 @@ import numpy as np
 
 from gpulens.analyze import peaks
 from gpulens.findings.context import Context
-from gpulens.findings.model import Evidence, Finding
+from gpulens.findings.model import Evidence, Finding, which_held
 from gpulens.findings.runs import finding, floats, hours, in_states, mean, qualifying, strings
 
 RULE_ID = "low_tensor_use"
@@ -61,10 +61,16 @@ def check(ctx: Context) -> list[Finding]:
     for run in qualifying(ctx, RULE_ID, mask):
         rows = run.rows
         t_mean, fp32 = mean(ctx, "tensor_active", rows), mean(ctx, "fp32_active", rows)
+        sm_mean = mean(ctx, "sm_active", rows)
         evidence = [
-            Evidence("tensor_active", t_mean, th.tensor_min, "<", "tensor cores nearly idle"),
-            Evidence("fp32_active", fp32, th.fp32_high, ">=", "matrix work on FP32 pipes"),
-            Evidence("sm_active", mean(ctx, "sm_active", rows), ctx.thresholds.low_tensor_sm, ">="),
+            *which_held(
+                Evidence("tensor_active", t_mean, th.tensor_min, "<", "tensor cores nearly idle")
+            ),
+            # either the FP32 pipe is busy, or the SMs are
+            *which_held(
+                Evidence("fp32_active", fp32, th.fp32_high, ">=", "matrix work on FP32 pipes"),
+                Evidence("sm_active", sm_mean, ctx.thresholds.low_tensor_sm, ">="),
+            ),
         ]
         model = strings(ctx, "gpu_model")[int(rows[0])]
         out.append(

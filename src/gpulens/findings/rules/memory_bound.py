@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpulens.findings.advice import batch_advice, engine_of, optimised
 from gpulens.findings.context import Context
-from gpulens.findings.model import Evidence, Finding, Severity
+from gpulens.findings.model import Evidence, Finding, Severity, which_held
 from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
 from gpulens.numbers import is_nan
 
@@ -20,11 +20,17 @@ def check(ctx: Context) -> list[Finding]:
         dram, copy = mean(ctx, "dram_active", rows), mean(ctx, "mem_copy", rows)
         tensor, fp32 = mean(ctx, "tensor_active", rows), mean(ctx, "fp32_active", rows)
         engine = engine_of(ctx, rows)
+        # DRAM active where reported, else memory-copy utilisation; a pipe not reported
+        # counts as idle
         evidence = [
-            Evidence("dram_active", dram, th.dram_bound, ">=", "DCGM: saturates near 0.8"),
-            Evidence("mem_copy", copy, th.mem_copy_bound, ">="),
-            Evidence("tensor_active", tensor, th.pipes_low, "<"),
-            Evidence("fp32_active", fp32, th.pipes_low, "<"),
+            *which_held(
+                Evidence("dram_active", dram, th.dram_bound, ">=", "DCGM: saturates near 0.8"),
+                Evidence("mem_copy", copy, th.mem_copy_bound, ">="),
+            ),
+            *which_held(
+                Evidence("tensor_active", tensor, th.pipes_low, "<"),
+                Evidence("fp32_active", fp32, th.pipes_low, "<"),
+            ),
         ]
         traffic = f"DRAM active {dram:.2f}" if not is_nan(dram) else f"memory-copy {copy:.2f}"
         if optimised(ctx, engine):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpulens.findings.context import Context
-from gpulens.findings.model import Evidence, Finding
+from gpulens.findings.model import Evidence, Finding, which_held
 from gpulens.findings.peers import stragglers
 from gpulens.findings.runs import finding, floats, hours, impact, mean, nanmean, strings
 from gpulens.numbers import is_nan
@@ -23,15 +23,22 @@ def check(ctx: Context) -> list[Finding]:
         ratio = clock_slow / top if not is_nan(top) and top > 0 else float("nan")
         index = strings(ctx, "gpu_index")[int(slow[0])] or "?"
         host = strings(ctx, "host")[int(slow[0])] or "?"
+        gap = 1.0 - clock_slow / clock_peers if clock_peers > 0 else float("nan")
+        # the straggler is the GPU busiest most often; its activity and clock against its
+        # peers' are context, the clock gap names the cause when it is wide enough
         evidence = [
             Evidence("share_slowest", s.share, t.straggler_min_share, ">=", "of waiting intervals"),
-            Evidence("sm_active", sm_slow, sm_peers, ">", "straggler vs its waiting peers"),
-            Evidence("sm_clock_hz", clock_slow, clock_peers, "<", "straggler vs its peers"),
-            Evidence("clock_ratio", ratio, ctx.states.clock_throttled, "<"),
+            Evidence("sm_active", sm_slow, note=f"straggler; its waiting peers {sm_peers:.2f}"),
+            Evidence(
+                "sm_clock_hz", clock_slow, note=f"straggler; its peers {clock_peers / 1e6:.0f} MHz"
+            ),
+            *which_held(
+                Evidence("clock_gap", gap, t.straggler_clock_gap, ">=", "slower clock than peers")
+            ),
+            Evidence("clock_ratio", ratio, note="SM clock / maximum"),
             Evidence("power_w", mean(ctx, "power_w", slow)),
             Evidence("temperature_c", mean(ctx, "temperature_c", slow)),
         ]
-        gap = 1.0 - clock_slow / clock_peers if clock_peers > 0 else float("nan")
         if not is_nan(gap) and gap >= t.straggler_clock_gap:
             cause = (
                 f"Its SM clock averages {clock_slow / 1e6:.0f} MHz against {clock_peers / 1e6:.0f} "

@@ -9,7 +9,7 @@ import numpy as np
 from gpulens.analyze import peaks
 from gpulens.analyze.peaks import GpuSpec
 from gpulens.findings.context import Context
-from gpulens.findings.model import Evidence, Finding
+from gpulens.findings.model import Evidence, Finding, which_held
 from gpulens.findings.runs import (
     combined_codes,
     finding,
@@ -84,9 +84,14 @@ def check(ctx: Context) -> list[Finding]:
         evidence = [
             Evidence("clock_ratio", r, th.clock_throttled, "<", "SM clock / maximum"),
             Evidence("sm_clock_hz", mean(ctx, "sm_clock_hz", rows)),
-            Evidence("power_w", power, th.power_capped_ratio * lim, ">=", f"limit {lim:.1f} W"),
-            Evidence("throttle_power", flag_p, th.throttle_fraction, ">=", "share of samples"),
-            Evidence("throttle_thermal", flag_t, th.throttle_fraction, ">=", "share of samples"),
+            # the cause: at the power limit, or power or thermal clock-event flags
+            *which_held(
+                Evidence("power_w", power, th.power_capped_ratio * lim, ">=", f"limit {lim:.1f} W"),
+                Evidence("throttle_power", flag_p, th.throttle_fraction, ">=", "share of samples"),
+                Evidence(
+                    "throttle_thermal", flag_t, th.throttle_fraction, ">=", "share of samples"
+                ),
+            ),
             Evidence("temperature_c", temp),
         ]
         fixes = []
