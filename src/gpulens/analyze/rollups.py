@@ -6,13 +6,15 @@ row per group with, all GPU-hours weighted by `gpu_share` (see `waste`):
 
 - `gpus` (distinct `gpu_uuid`), `mean_gpus` (allocated GPU-hours / the frame's span in hours:
   how many GPUs the group held on average), `start_ns`, `end_ns`;
-- `gpu_hours` (capacity), `allocated_gpu_hours`, `useful_gpu_hours`, `wasted_gpu_hours`,
-  `warmup_gpu_hours`, `unmeasured_gpu_hours`, `idle_unallocated_gpu_hours`, and
-  `wasted_gpu_hours_<cause>` for every cause in `waste.WASTE_CAUSES`;
+- `gpu_hours` (capacity), `allocated_gpu_hours`, `useful_gpu_hours`, `wasted_gpu_hours`
+  (actionable waste), `headroom_gpu_hours` (the not-useful remainder in healthy states, not
+  waste), `warmup_gpu_hours`, `unmeasured_gpu_hours`, `idle_unallocated_gpu_hours`, and
+  `wasted_gpu_hours_<cause>` for every cause in `waste.WASTE_CAUSES` (allocated = useful +
+  wasted + headroom + warm-up + unmeasured; gpu_hours = allocated + idle_unallocated);
 - `mean_duty`, `mean_sm_active`, `mean_tensor_active`: time-weighted means over the rows where
   the metric exists (null when it never does);
 - `energy_kwh`, `cost`, `energy_cost`, `total_cost`, `wasted_cost` (the waste's share of
-  `total_cost`), `co2e_kg`;
+  `total_cost`), `headroom_cost` (the headroom's share), `co2e_kg`;
 - `useful_per_gpu_hour` (useful / allocated GPU-hours: useful work per allocated GPU-hour,
   0..1) and `tokens_per_gpu_hour` (Σ tokens_per_s × step_s / allocated GPU-hours; null without
   tokens; an application that reports the same throughput on each of its GPUs is counted once
@@ -61,11 +63,20 @@ _HOURS = (
     "allocated_gpu_hours",
     "useful_gpu_hours",
     "wasted_gpu_hours",
+    "headroom_gpu_hours",
     "warmup_gpu_hours",
     "unmeasured_gpu_hours",
     "idle_unallocated_gpu_hours",
 )
-_MONEY = ("energy_kwh", "cost", "energy_cost", "total_cost", "wasted_cost", "co2e_kg")
+_MONEY = (
+    "energy_kwh",
+    "cost",
+    "energy_cost",
+    "total_cost",
+    "wasted_cost",
+    "headroom_cost",
+    "co2e_kg",
+)
 _INT_COLUMNS = frozenset({"gpus", "start_ns", "end_ns"})
 CAUSE_COLUMNS: tuple[str, ...] = tuple(f"wasted_gpu_hours_{c}" for c in WASTE_CAUSES)
 METRIC_COLUMNS: tuple[str, ...] = (
@@ -185,6 +196,7 @@ def rollup(
     gpu_s = _f(t, "gpu_s")
     allocated = _f(t, "allocated_s")
     wasted = _f(t, "wasted_s")
+    headroom = _f(t, "headroom_s")
     out: dict[str, pa.Array] = dict(labels)
     gpu_codes, gpu_values = _codes(t, "gpu_uuid")
     pair = gid * len(gpu_values) + gpu_codes
@@ -216,6 +228,7 @@ def rollup(
             "allocated_gpu_hours": alloc_h,
             "useful_gpu_hours": useful_h,
             "wasted_gpu_hours": total(wasted) / 3600.0,
+            "headroom_gpu_hours": total(headroom) / 3600.0,
             "warmup_gpu_hours": total(_f(t, "warmup_s")) / 3600.0,
             "unmeasured_gpu_hours": total(_f(t, "unmeasured_s")) / 3600.0,
             "idle_unallocated_gpu_hours": total(gpu_s - allocated) / 3600.0,
@@ -241,12 +254,14 @@ def rollup(
             out[col] = _arr(np.where(w > 0, xw / w, np.nan))
         cost = _f(t, "total_cost")
         frac = np.divide(np.nan_to_num(wasted), gpu_s, out=np.zeros(n), where=gpu_s > 0)
+        spare = np.divide(np.nan_to_num(headroom), gpu_s, out=np.zeros(n), where=gpu_s > 0)
         money = {
             "energy_kwh": total(_f(t, "energy_kwh")),
             "cost": total(_f(t, "cost")),
             "energy_cost": total(_f(t, "energy_cost")),
             "total_cost": total(cost),
             "wasted_cost": total(cost * frac),
+            "headroom_cost": total(cost * spare),
             "co2e_kg": total(_f(t, "co2e_kg")),
         }
         out.update({k: _arr(v) for k, v in money.items()})

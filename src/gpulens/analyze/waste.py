@@ -1,5 +1,5 @@
-"""Waste and price: GPU-seconds split into useful, wasted (by cause), warm-up and unmeasured,
-with energy, money and carbon per interval. Pure: tables in, tables out.
+"""Waste and price: GPU-seconds split into useful, wasted (by cause), headroom, warm-up and
+unmeasured, with energy, money and carbon per interval. Pure: tables in, tables out.
 
 `annotate(frame)` adds, per row of a classified interval frame (see `schema`; `state` from
 `efficiency.classify`):
@@ -14,14 +14,18 @@ with energy, money and carbon per interval. Pure: tables in, tables out.
 - `useful_s` = `allocated_s × useful_ratio`. The ratio is the frame's `useful_ratio` (from
   `efficiency`), else `sm_active` (profiling tier fallback: SM activity is the best single
   proxy of useful work, DCGM guidance), clipped to [0, 1]. `idle_allocated` is never useful.
-- `wasted_s` = `allocated_s − useful_s` and `waste_cause` (dictionary-encoded string, as is
-  `energy_method`) = the state (the state is the cause;
-  in a productive state such as `compute_tensor` it is the headroom left on the table).
-  A state outside `WASTE_CAUSES` (or none) counts as "other".
+- `waste_cause` (dictionary-encoded string, as is `energy_method`) = the state (the state is
+  the cause); a state outside `WASTE_CAUSES` and `HEADROOM_CAUSES` (or none) counts as "other".
+  The not-useful time `allocated_s − useful_s` is either actionable waste or headroom:
+  `wasted_s` in the states a finding acts on (`WASTE_CAUSES`), `headroom_s` in the healthy
+  states (`HEADROOM_STATES`: `compute_tensor`, where the GPU already does the work it was
+  built for; the next gains come from kernel-level tuning, which no finding proposes). The
+  other of the two is 0. See docs/analysis/waste-and-fairness.md.
 - `warmup_s`: allocated time in the `warmup` state. Warm-up is excluded from waste and from
   useful work and reported on its own (a job cannot skip its start-up).
 - `unmeasured_s`: allocated time whose useful ratio is unknown (no `useful_ratio`, no
-  `sm_active`: duty-cycle-only tier). Its `useful_s` and `wasted_s` are null, never 0.
+  `sm_active`: duty-cycle-only tier). Its `useful_s` and `wasted_s` (`headroom_s` in a
+  healthy state) are null, never 0.
 - `energy_kwh` and `energy_method`: the energy counter delta (`energy_j`, "counter") where
   present, else power × time (`energy_power_j`, "power_integral"), else null. Energy is that
   of the device the row measures and is not scaled by `gpu_share`.
@@ -29,7 +33,8 @@ with energy, money and carbon per interval. Pure: tables in, tables out.
   includes electricity), `energy_cost` = kWh × PUE × electricity price (0 by default),
   `total_cost` = `cost + energy_cost`, `co2e_kg` = kWh × PUE × grid gCO2e/kWh / 1000.
 
-For every row `useful_s + wasted_s + warmup_s + unmeasured_s = allocated_s ≤ gpu_s`, and
+For every row `useful_s + wasted_s + headroom_s + warmup_s + unmeasured_s = allocated_s ≤
+gpu_s`, and
 `gpu_s − allocated_s` is unallocated capacity (cause `idle_unallocated`).
 """
 
@@ -43,18 +48,33 @@ from gpulens.analyze.carbon import DEFAULT_REGION, g_per_kwh
 from gpulens.analyze.prices import Prices, mig_slices, model_tokens
 from gpulens.analyze.schema import STATES
 
+#: healthy states: their not-useful remainder is headroom, not waste. `busy` is not one of them:
+#: it says only that kernels ran (no pipe stands out), `low_tensor_use` acts on it, and calling
+#: it healthy would hide time nobody has explained.
+HEADROOM_STATES: tuple[str, ...] = ("compute_tensor",)
+HEADROOM_CAUSES: tuple[str, ...] = HEADROOM_STATES
 WASTE_CAUSES: tuple[str, ...] = tuple(
     dict.fromkeys(
-        [*(s for s in STATES if s not in ("idle_unallocated", "warmup")), "busy", "other"]
+        [
+            *(s for s in STATES if s not in ("idle_unallocated", "warmup", *HEADROOM_STATES)),
+            "busy",
+            "other",
+        ]
     )
 )
-KINDS: tuple[str, ...] = ("useful", "wasted", "warmup", "unmeasured", "unallocated")
+KINDS: tuple[str, ...] = ("useful", "wasted", "headroom", "warmup", "unmeasured", "unallocated")
+#: what headroom means, for every place that shows it
+HEADROOM_NOTE = (
+    "headroom: the not-useful remainder of intervals in healthy states (compute_tensor); "
+    "already efficient; the next gains come from kernel-level tuning. Not ranked as waste."
+)
 ANNOTATION_COLUMNS: tuple[str, ...] = (
     "gpu_share",
     "gpu_s",
     "allocated_s",
     "useful_s",
     "wasted_s",
+    "headroom_s",
     "waste_cause",
     "warmup_s",
     "unmeasured_s",
@@ -67,7 +87,7 @@ ANNOTATION_COLUMNS: tuple[str, ...] = (
     "co2e_kg",
 )
 J_PER_KWH = 3.6e6
-CAUSE_NAMES: tuple[str, ...] = (*WASTE_CAUSES, "idle_unallocated", "warmup")
+CAUSE_NAMES: tuple[str, ...] = (*WASTE_CAUSES, *HEADROOM_CAUSES, "idle_unallocated", "warmup")
 _CAUSE_INDEX = {c: i for i, c in enumerate(CAUSE_NAMES)}
 
 
@@ -161,7 +181,13 @@ def annotate(
     ratio[~productive] = 0.0  # unallocated and warm-up rows: neither useful nor wasted
     unknown = np.isnan(ratio)  # productive rows without a useful ratio
     useful_s = allocated_s * ratio  # NaN exactly where unknown
-    wasted_s = np.where(warm, 0.0, allocated_s) - useful_s
+    not_useful = np.where(warm, 0.0, allocated_s) - useful_s
+    healthy = np.zeros(n, dtype=bool)
+    for name in HEADROOM_STATES:
+        healthy |= is_state(name)
+    healthy &= productive
+    headroom_s = np.where(healthy, not_useful, 0.0)  # NaN where unknown, as useful_s
+    wasted_s = np.where(healthy & ~unknown, 0.0, not_useful)
 
     # cause index into CAUSE_NAMES: the state where it is a cause, else "other"
     cause_of_code = np.array(
@@ -198,6 +224,7 @@ def annotate(
         "allocated_s": pa.array(allocated_s),
         "useful_s": arr(useful_s),
         "wasted_s": arr(wasted_s),
+        "headroom_s": arr(headroom_s),
         "waste_cause": _labels(cause, CAUSE_NAMES),
         "warmup_s": pa.array(np.where(warm, allocated_s, 0.0)),
         "unmeasured_s": pa.array(np.where(unknown, allocated_s, 0.0)),
@@ -231,17 +258,20 @@ def waste_by_cause(
 ) -> pa.Table:
     """GPU-hours, cost, kWh and CO2e per (cause, kind), a complete account of capacity.
 
-    Kinds: "useful" (cause "useful"), "wasted" (cause = state), "warmup", "unmeasured"
-    (cause "unmeasured") and "unallocated" (cause "idle_unallocated"). Each row's money,
-    energy and carbon are split over its kinds in proportion to GPU-seconds. The `gpu_hours`
-    column sums to the frame's total GPU-hours; `share` is of that total. Sorted with waste
-    first, largest first.
+    Kinds (`KINDS`): "useful" (cause "useful"), "wasted" (cause = a state of `WASTE_CAUSES`),
+    "headroom" (cause = a state of `HEADROOM_CAUSES`), "warmup", "unmeasured" (cause
+    "unmeasured") and "unallocated" (cause "idle_unallocated"). Each row's money, energy and
+    carbon are split over its kinds in proportion to GPU-seconds. The `gpu_hours` column sums
+    to the frame's total GPU-hours; `share` is of that total. Sorted by kind (wasted, then
+    headroom, unallocated, unmeasured, warm-up, useful), largest first within a kind: the
+    ranking of waste causes is the "wasted" rows, and headroom never enters it.
     """
     t = ensure_annotated(frame, prices, region)
     gpu_s = _floats(t, "gpu_s")
     parts: list[tuple[str, str, np.ndarray]] = [
         ("useful", "useful", np.nan_to_num(_floats(t, "useful_s"))),
         ("wasted", "", np.nan_to_num(_floats(t, "wasted_s"))),
+        ("headroom", "", np.nan_to_num(_floats(t, "headroom_s"))),
         ("warmup", "warmup", _floats(t, "warmup_s")),
         ("unmeasured", "unmeasured", _floats(t, "unmeasured_s")),
         ("unallocated", "idle_unallocated", gpu_s - _floats(t, "allocated_s")),
@@ -258,10 +288,11 @@ def waste_by_cause(
         inv = np.where(gpu_s > 0, 1.0 / gpu_s, 0.0)
     rows: list[dict[str, object]] = []
     total_h = float(gpu_s.sum()) / 3600.0
+    by_kind = {"wasted": WASTE_CAUSES, "headroom": HEADROOM_CAUSES}
     for kind, cause, seconds in parts:
         groups = (
-            [(c, cause_codes == i) for i, c in enumerate(causes) if c in WASTE_CAUSES]
-            if kind == "wasted"
+            [(c, cause_codes == i) for i, c in enumerate(causes) if c in by_kind[kind]]
+            if kind in by_kind
             else [(cause, np.ones(len(seconds), dtype=bool))]
         )
         for name, mask in groups:
@@ -276,7 +307,8 @@ def waste_by_cause(
                 valid = ~np.isnan(values) & (frac > 0)
                 row[col] = float(np.sum(values[valid] * frac[valid])) if valid.any() else None
             rows.append(row)
-    order = {k: i for i, k in enumerate(("wasted", "unallocated", "unmeasured", "warmup"))}
+    ranks = ("wasted", "headroom", "unallocated", "unmeasured", "warmup")
+    order = {k: i for i, k in enumerate(ranks)}
     rows.sort(key=lambda r: (order.get(str(r["kind"]), 9), -float(r["gpu_hours"])))  # type: ignore[arg-type]
     schema = pa.schema(
         [("cause", pa.string()), ("kind", pa.string()), ("gpu_hours", pa.float64())]

@@ -92,12 +92,15 @@ class CollectorHealth:
 
 @dataclass(frozen=True, slots=True)
 class WasteCounter:
-    """Wasted GPU-seconds of one GPU entity and the job holding it, for one cause, summed over
-    closed intervals (kept until an hour after its last increase)."""
+    """Not-useful GPU-seconds of one GPU entity and the job holding it, for one cause and kind
+    ("wasted": actionable waste, `wasted_s`; "headroom": the remainder in a healthy state,
+    `headroom_s`, not waste), summed over closed intervals (kept until an hour after its last
+    increase)."""
 
     labels: dict[str, str]
     cause: str
     seconds: float
+    kind: str = "wasted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +149,9 @@ class LiveState:
         self._events: list[Reading] = []
         self._ts: int | None = None
         self._analysis: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self._waste: dict[tuple[tuple[tuple[str, str], ...], str], float] = {}
-        self._waste_seen: dict[tuple[tuple[tuple[str, str], ...], str], int] = {}
+        # (labels, cause, kind) -> seconds, and when each last grew
+        self._waste: dict[tuple[tuple[tuple[str, str], ...], str, str], float] = {}
+        self._waste_seen: dict[tuple[tuple[tuple[str, str], ...], str, str], int] = {}
         self._counted_until_ns: int | None = None
         self._findings: list[Finding] = []
         self._findings_ts: int | None = None
@@ -236,15 +240,16 @@ class LiveState:
                     continue  # still filling
                 if counted is not None and row["start_ns"] < counted:
                     continue  # already counted
-                wasted = row.get("wasted_s")
-                if wasted is None or wasted <= 0:
-                    continue
-                labels = tuple(
-                    (k, str(row[k])) for k in WASTE_LABELS if row.get(k) not in (None, "")
-                )
-                key2 = (labels, str(row.get("waste_cause") or "other"))
-                self._waste[key2] = self._waste.get(key2, 0.0) + float(wasted)
-                self._waste_seen[key2] = latest
+                for kind, column in (("wasted", "wasted_s"), ("headroom", "headroom_s")):
+                    seconds = row.get(column)
+                    if seconds is None or seconds <= 0:
+                        continue
+                    labels = tuple(
+                        (k, str(row[k])) for k in WASTE_LABELS if row.get(k) not in (None, "")
+                    )
+                    key2 = (labels, str(row.get("waste_cause") or "other"), kind)
+                    self._waste[key2] = self._waste.get(key2, 0.0) + float(seconds)
+                    self._waste_seen[key2] = latest
             forget = latest - self.waste_forget_ns
             for stale in [k for k, seen in self._waste_seen.items() if seen < forget]:
                 del self._waste[stale], self._waste_seen[stale]
@@ -294,8 +299,8 @@ class LiveState:
                 events=[ProcessNow(dict(r.labels), dict(r.values)) for r in self._events],
                 collectors=collectors,
                 waste=[
-                    WasteCounter(dict(labels), cause, seconds)
-                    for (labels, cause), seconds in sorted(self._waste.items())
+                    WasteCounter(dict(labels), cause, seconds, kind)
+                    for (labels, cause, kind), seconds in sorted(self._waste.items())
                 ],
                 findings=list(self._findings),
                 findings_ts=self._findings_ts,

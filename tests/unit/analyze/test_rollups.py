@@ -82,14 +82,18 @@ def test_rollup_by_user_matches_hand_arithmetic() -> None:
     assert ann["gpus"] == 1 and bob["gpus"] == 2 and nobody["gpus"] == 1
     assert ann["allocated_gpu_hours"] == pytest.approx(2.0)
     assert ann["useful_gpu_hours"] == pytest.approx(0.8)
-    assert ann["wasted_gpu_hours"] == pytest.approx(1.2)
+    # the compute_tensor hour's not-useful 0.2 h is headroom (healthy work), not waste
+    assert ann["wasted_gpu_hours"] == pytest.approx(1.0)
     assert ann["wasted_gpu_hours_idle_allocated"] == pytest.approx(1.0)
-    assert ann["wasted_gpu_hours_compute_tensor"] == pytest.approx(0.2)
+    assert "wasted_gpu_hours_compute_tensor" not in ann
+    assert ann["headroom_gpu_hours"] == pytest.approx(0.2)
+    assert ann["headroom_cost"] == pytest.approx(4.0 * 0.2)
+    assert bob["headroom_gpu_hours"] == pytest.approx(0.0)
     assert ann["mean_duty"] == pytest.approx(0.5)
     assert ann["mean_tensor_active"] == pytest.approx(0.5)  # only the hour that has it
     assert ann["energy_kwh"] == pytest.approx(1.1)
     assert ann["cost"] == pytest.approx(8.0)
-    assert ann["wasted_cost"] == pytest.approx(4.0 * 0.2 + 4.0)
+    assert ann["wasted_cost"] == pytest.approx(4.0)
     assert ann["co2e_kg"] == pytest.approx(1.1 * 0.475)
     assert ann["useful_per_gpu_hour"] == pytest.approx(0.4)
     assert ann["tokens_per_gpu_hour"] == pytest.approx(100.0 * 3600 / 2.0)
@@ -159,6 +163,7 @@ def test_rollup_totals_equal_frame_totals(rows: list[tuple[Any, ...]], by: str) 
         "allocated_gpu_hours": "allocated_s",
         "useful_gpu_hours": "useful_s",
         "wasted_gpu_hours": "wasted_s",
+        "headroom_gpu_hours": "headroom_s",
     }
     for rcol, fcol in sums.items():
         expected = sum(v for v in t[fcol].to_pylist() if v is not None) / 3600.0
@@ -167,3 +172,10 @@ def test_rollup_totals_equal_frame_totals(rows: list[tuple[Any, ...]], by: str) 
     causes = sum(sum(v or 0.0 for v in out[c].to_pylist()) for c in rollups.CAUSE_COLUMNS)
     wasted = sum(v for v in t["wasted_s"].to_pylist() if v is not None) / 3600.0
     assert causes == pytest.approx(wasted)
+    for g in out.to_pylist():  # allocated = useful + wasted + headroom + warm-up + unmeasured
+        parts = ("useful", "wasted", "headroom", "warmup", "unmeasured")
+        split = sum(g[f"{p}_gpu_hours"] or 0.0 for p in parts)
+        assert split == pytest.approx(g["allocated_gpu_hours"], rel=1e-6, abs=1e-9)
+        assert g["allocated_gpu_hours"] + g["idle_unallocated_gpu_hours"] == pytest.approx(
+            g["gpu_hours"], rel=1e-6, abs=1e-9
+        )

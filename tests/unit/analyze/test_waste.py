@@ -85,8 +85,10 @@ def test_rows_against_hand_arithmetic() -> None:
     )
     assert col(t, "allocated_s") == [3600.0, 3600.0, 0.0, 3600.0, 3600.0, 3600.0]
     assert col(t, "useful_s") == pytest.approx([2160.0, 0.0, 0.0, 0.0, 900.0, None])
-    assert col(t, "wasted_s")[:5] == pytest.approx([1440.0, 3600.0, 0.0, 0.0, 2700.0])
+    # compute_tensor is healthy: its not-useful 40 % is headroom, not waste
+    assert col(t, "wasted_s")[:5] == pytest.approx([0.0, 3600.0, 0.0, 0.0, 2700.0])
     assert col(t, "wasted_s")[5] is None  # unknown, never 0
+    assert col(t, "headroom_s") == pytest.approx([1440.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     assert col(t, "warmup_s") == [0.0, 0.0, 0.0, 3600.0, 0.0, 0.0]
     assert col(t, "unmeasured_s") == [0.0, 0.0, 0.0, 0.0, 0.0, 3600.0]
     assert col(t, "waste_cause") == [
@@ -119,7 +121,8 @@ def test_waste_by_cause_is_a_complete_account() -> None:
     )
     summary = {(r["kind"], r["cause"]): r for r in waste.waste_by_cause(f, PRICES).to_pylist()}
     assert summary[("wasted", "idle_allocated")]["gpu_hours"] == pytest.approx(1.5)
-    assert summary[("wasted", "compute_tensor")]["gpu_hours"] == pytest.approx(0.25)
+    assert ("wasted", "compute_tensor") not in summary  # healthy: headroom, not waste
+    assert summary[("headroom", "compute_tensor")]["gpu_hours"] == pytest.approx(0.25)
     assert summary[("useful", "useful")]["gpu_hours"] == pytest.approx(0.75)
     assert summary[("unallocated", "idle_unallocated")]["gpu_hours"] == pytest.approx(1.0)
     assert sum(r["gpu_hours"] for r in summary.values()) == pytest.approx(3.5)
@@ -127,10 +130,39 @@ def test_waste_by_cause_is_a_complete_account() -> None:
     # idle_allocated: 1 h + 0.5 h of H100 at 4.0, plus 1 kWh × 1.5 × 0.2 on the first row
     assert summary[("wasted", "idle_allocated")]["total_cost"] == pytest.approx(6.0 + 0.3)
     assert summary[("wasted", "idle_allocated")]["energy_kwh"] == pytest.approx(1.0)
-    assert summary[("wasted", "compute_tensor")]["energy_kwh"] == pytest.approx(0.25)
-    assert summary[("wasted", "compute_tensor")]["co2e_kg"] == pytest.approx(0.25 * 1.5 * 0.475)
-    first = waste.waste_by_cause(f, PRICES).to_pylist()[0]
-    assert (first["kind"], first["cause"]) == ("wasted", "idle_allocated")
+    assert summary[("headroom", "compute_tensor")]["energy_kwh"] == pytest.approx(0.25)
+    assert summary[("headroom", "compute_tensor")]["co2e_kg"] == pytest.approx(0.25 * 1.5 * 0.475)
+    assert summary[("headroom", "compute_tensor")]["total_cost"] == pytest.approx(
+        0.25 * 4.0 + 0.25 * 0.3
+    )  # priced: its share of the H100 hour and of 1 kWh × 1.5 × 0.2
+    ordered = waste.waste_by_cause(f, PRICES).to_pylist()
+    assert (ordered[0]["kind"], ordered[0]["cause"]) == ("wasted", "idle_allocated")
+    assert [r["kind"] for r in ordered] == ["wasted", "headroom", "unallocated", "useful"]
+
+
+def test_headroom_is_ranked_after_every_waste_cause() -> None:
+    """Large headroom never outranks a small actionable waste (issue 12: a healthy training
+    job's remainder is not the fleet's worst waste)."""
+    f = frame(
+        [
+            row(state="compute_tensor", useful_ratio=0.1),  # 0.9 h of headroom
+            row(gpu_uuid="g1", state="idle_allocated", step_s=360.0),  # 0.1 h of waste
+            row(gpu_uuid="g2", state="busy", useful_ratio=0.5),  # busy stays waste
+        ]
+    )
+    ordered = waste.waste_by_cause(f, PRICES).to_pylist()
+    kinds = [(r["kind"], r["cause"]) for r in ordered]
+    assert kinds.index(("wasted", "idle_allocated")) < kinds.index(("headroom", "compute_tensor"))
+    assert kinds.index(("wasted", "busy")) < kinds.index(("headroom", "compute_tensor"))
+    assert {r["kind"] for r in ordered} <= set(waste.KINDS)
+    assert set(waste.HEADROOM_CAUSES).isdisjoint(waste.WASTE_CAUSES)
+
+
+def test_unmeasured_healthy_rows_have_no_headroom_either() -> None:
+    t = waste.annotate(frame([row(state="compute_tensor")]))  # no useful ratio, no sm_active
+    assert col(t, "useful_s") == [None]
+    assert col(t, "wasted_s") == [None] and col(t, "headroom_s") == [None]
+    assert col(t, "unmeasured_s") == [3600.0]
 
 
 def test_mig_instances_share_their_parent() -> None:
@@ -197,8 +229,13 @@ ROWS = st.lists(
 def test_accounting_identities(rows: list[dict[str, Any]]) -> None:
     t = waste.annotate(frame([row(**r) for r in rows]))
     for r in t.to_pylist():
-        parts = [r["useful_s"], r["wasted_s"]]
+        parts = [r["useful_s"], r["wasted_s"], r["headroom_s"]]
         known = sum(p for p in parts if p is not None)
+        assert (
+            r["wasted_s"] is None
+            or r["headroom_s"] is None
+            or (r["wasted_s"] == 0.0 or r["headroom_s"] == 0.0)
+        )  # a row's not-useful time is one kind or the other
         assert known + r["warmup_s"] + r["unmeasured_s"] == pytest.approx(r["allocated_s"])
         assert 0.0 <= r["allocated_s"] <= r["gpu_s"]
         assert (r["useful_s"] is None) == (r["unmeasured_s"] > 0)

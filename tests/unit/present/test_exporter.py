@@ -123,6 +123,23 @@ def test_one_state_per_gpu_and_derived_series(
         assert not s.name.startswith("gpulens_gpu_state") or s.value in (0.0, 1.0)
 
 
+def test_headroom_is_its_own_series_never_waste(
+    state: tuple[LiveSnapshot, list[dict[str, object]]],
+) -> None:
+    """Healthy training's not-useful remainder is headroom: exported under its own name with
+    kind="headroom", never as `gpulens_wasted_gpu_seconds_total` (issue 12)."""
+    families = scrape(state[0])
+    wasted = [s for s in samples(families) if s.name == "gpulens_wasted_gpu_seconds_total"]
+    headroom = [s for s in samples(families) if s.name == "gpulens_headroom_gpu_seconds_total"]
+    assert wasted and headroom
+    assert all(s.labels["kind"] == "wasted" for s in wasted)
+    assert all(s.labels["kind"] == "headroom" for s in headroom)
+    assert {s.labels["cause"] for s in headroom} == {"compute_tensor"}
+    assert "compute_tensor" not in {s.labels["cause"] for s in wasted}
+    assert "idle_allocated" in {s.labels["cause"] for s in wasted}
+    assert all(s.value > 0 for s in wasted + headroom)
+
+
 def test_counters_end_in_total(state: tuple[LiveSnapshot, list[dict[str, object]]]) -> None:
     families = scrape(state[0], dcgm_names=True)
     counters = [name for name, (kind, _) in families.items() if kind == "counter"]

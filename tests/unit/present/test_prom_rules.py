@@ -22,6 +22,7 @@ DERIVED = {
     "gpulens_gpu_state",
     "gpulens_useful_work_ratio",
     "gpulens_wasted_gpu_seconds_total",
+    "gpulens_headroom_gpu_seconds_total",
     "gpulens_gpu_hour_price",
     "gpulens_findings_active",
     "gpulens_collector_up",

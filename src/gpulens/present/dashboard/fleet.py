@@ -32,10 +32,12 @@ from gpulens.present.dashboard.window import NS, Window, WindowInfo
 #: added)
 TOTAL_KEYS: tuple[str, ...] = (
     *HOURS_KEYS,
+    "headroom_gpu_hours",
     "idle_unallocated_gpu_hours",
     "unmeasured_gpu_hours",
     *ACTIVITY_KEYS,
     *PRICE_KEYS,
+    "headroom_cost",
 )
 CAUSE_KEYS: tuple[str, ...] = (
     "cause",
@@ -96,6 +98,7 @@ class FleetPage:
     currency: str
     totals: dict[str, Any] = field(default_factory=dict)
     waste_by_cause: list[dict[str, Any]] = field(default_factory=list)
+    headroom_note: str = waste.HEADROOM_NOTE  # shown when `waste_by_cause` has headroom rows
     gpus: list[dict[str, Any]] = field(default_factory=list)
     timeline: Timeline = field(default_factory=Timeline)
     heatmap: Heatmap = field(default_factory=Heatmap)

@@ -11,7 +11,10 @@ Prometheus sets `job` on every scraped series to the scrape job's name and would
 `exported_job`.
 
 Derived series: `gpulens_gpu_state{state}` (0/1, one per state), `gpulens_useful_work_ratio`,
-`gpulens_wasted_gpu_seconds_total{cause}`, `gpulens_gpu_hour_price`, `gpulens_findings_active`
+`gpulens_wasted_gpu_seconds_total{cause,kind="wasted"}` (actionable waste),
+`gpulens_headroom_gpu_seconds_total{cause,kind="headroom"}` (the not-useful remainder in a
+healthy state such as `compute_tensor`: not waste, never in the waste series),
+`gpulens_gpu_hour_price`, `gpulens_findings_active`
 and the agent's own health. With `dcgm_names=True` the raw GPU metrics are also written under
 dcgm-exporter's names and units (`DCGM_FI_PROF_SM_ACTIVE`, `DCGM_FI_DEV_GPU_UTIL` in %, ...), so
 NVIDIA's Grafana dashboard works unchanged. PIDs are labels only with `pid_labels=True`.
@@ -47,6 +50,20 @@ if TYPE_CHECKING:
 
 Family = type[GaugeMetricFamily] | type[CounterMetricFamily] | type[UnknownMetricFamily]
 PREFIX = "gpulens_"
+#: per kind of a live waste counter: its family name (without PREFIX) and help
+_WASTE_FAMILIES: Mapping[str, tuple[str, str]] = {
+    "wasted": (
+        "wasted_gpu_seconds",
+        "Allocated GPU-seconds that did no useful work in a state a finding acts on (actionable "
+        "waste), by cause and the job holding the GPU (closed intervals)",
+    ),
+    "headroom": (
+        "headroom_gpu_seconds",
+        "Allocated GPU-seconds of healthy work (compute_tensor) that did no useful work: "
+        "headroom for kernel-level tuning, not waste, by cause and the job holding the GPU "
+        "(closed intervals)",
+    ),
+}
 #: gpulens label → dcgm-exporter's label name
 GPU_LABELS: tuple[tuple[str, str], ...] = (
     ("gpu_index", "gpu"),
@@ -296,11 +313,11 @@ class LiveCollector(Collector):
         for counter in snap.waste:
             labels = {ours: counter.labels[k] for k, ours in GPU_LABELS if counter.labels.get(k)}
             labels.update({k: counter.labels[k] for k in HOLDER_LABELS if counter.labels.get(k)})
+            name, text = _WASTE_FAMILIES[counter.kind]
             fam.add(
-                PREFIX + "wasted_gpu_seconds",
-                "Allocated GPU-seconds that did no useful work, by cause and the job holding "
-                "the GPU (closed intervals)",
-                {**labels, "cause": counter.cause},
+                PREFIX + name,
+                text,
+                {**labels, "cause": counter.cause, "kind": counter.kind},
                 counter.seconds,
                 CounterMetricFamily,
             )

@@ -139,6 +139,12 @@ def agent_groups(idle_for: str = DEFAULT_IDLE_FOR) -> list[Group]:
             )
             """,
         ),
+        # headroom (healthy compute_tensor time that was not useful) is a series of its own,
+        # never summed into the waste
+        _record(
+            "cause:gpulens_headroom_gpus:rate10m",
+            "sum by (cause) (rate(gpulens_headroom_gpu_seconds_total[10m]))",
+        ),
     ]
     alerts = [
         _alert(

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from gpulens.analyze.waste import HEADROOM_NOTE
 from gpulens.app.analysis import ReportView
 from gpulens.numbers import is_nan
 from gpulens.present.reports.markup import html_table, md_table, num, page_css
@@ -36,6 +37,10 @@ def _money(x: float | None, currency: str = "USD") -> str:
     return "-" if x is None else f"{x:,.2f} {currency}"
 
 
+def _has_headroom(view: ReportView) -> bool:
+    return any(w.get("kind") == "headroom" for w in view.waste_by_cause)
+
+
 def _window(view: ReportView) -> str:
     return f"{_ts(view.totals.get('start_ns'))} to {_ts(view.totals.get('end_ns'))}"
 
@@ -48,6 +53,7 @@ def _headline(view: ReportView) -> list[tuple[str, str]]:
         ("allocated GPU-hours", num(t.get("allocated_gpu_hours"))),
         ("useful GPU-hours", num(t.get("useful_gpu_hours"))),
         ("wasted GPU-hours", num(t.get("wasted_gpu_hours"))),
+        ("headroom GPU-hours", num(t.get("headroom_gpu_hours"))),
         ("unmeasured GPU-hours", num(t.get("unmeasured_gpu_hours"))),
         ("duty cycle (nvidia-smi)", _pct(t.get("mean_duty"))),
         ("SM activity", _pct(t.get("mean_sm_active"))),
@@ -280,10 +286,11 @@ def to_markdown(view: ReportView) -> str:
     if view.waste_by_cause:
         lines += ["## Waste by cause", ""]
         lines += md_table(
-            ["cause", "GPU-hours", "cost", "kWh", "kg CO2e"],
+            ["cause", "kind", "GPU-hours", "cost", "kWh", "kg CO2e"],
             [
                 [
                     str(w.get("cause")),
+                    str(w.get("kind")),
                     num(w.get("gpu_hours"), 2),
                     _money(w.get("cost")),
                     num(w.get("energy_kwh"), 2),
@@ -292,6 +299,8 @@ def to_markdown(view: ReportView) -> str:
                 for w in view.waste_by_cause
             ],
         )
+        if _has_headroom(view):
+            lines += [f"*{HEADROOM_NOTE}*", ""]
     if not view.is_job_report and view.top_users:
         lines += ["## Top wasters", ""]
         lines += md_table(
@@ -387,9 +396,11 @@ def to_terminal(view: ReportView) -> str:
         lines.append("Waste by cause")
         for w in view.waste_by_cause:
             lines.append(
-                f"  {w.get('cause')!s:<18} {num(w.get('gpu_hours'), 2):>8} GPU-h  "
-                f"{_money(w.get('cost')):>14}"
+                f"  {w.get('cause')!s:<18} {w.get('kind')!s:<11} "
+                f"{num(w.get('gpu_hours'), 2):>8} GPU-h  {_money(w.get('cost')):>14}"
             )
+        if _has_headroom(view):
+            lines.append(f"  {HEADROOM_NOTE}")
         lines.append("")
     lines.append(f"Findings ({len(view.findings)}, largest impact first)")
     for f in view.findings[:MAX_FINDINGS]:
@@ -469,10 +480,11 @@ def to_html(view: ReportView) -> str:
         out += [
             "<h2>Waste by cause</h2>",
             html_table(
-                ["cause", "GPU-hours", "cost", "kWh", "kg CO2e"],
+                ["cause", "kind", "GPU-hours", "cost", "kWh", "kg CO2e"],
                 [
                     [
                         str(w.get("cause")),
+                        str(w.get("kind")),
                         num(w.get("gpu_hours"), 2),
                         _money(w.get("cost")),
                         num(w.get("energy_kwh"), 2),
@@ -480,8 +492,11 @@ def to_html(view: ReportView) -> str:
                     ]
                     for w in view.waste_by_cause
                 ],
+                numeric=lambda i, n: i >= 2,
             ),
         ]
+        if _has_headroom(view):
+            out.append(f"<p><i>{html.escape(HEADROOM_NOTE)}</i></p>")
     out.append(f"<h2>Findings ({len(view.findings)}, largest impact first)</h2>")
     for f in view.findings[: MAX_FINDINGS * 5]:
         subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())

@@ -31,6 +31,8 @@ EVENT_COLORS: dict[str, str] = {
     "xid": "#d62728",
 }
 MAX_EVENT_LINES = 200
+#: bar colours of the waste-by-cause chart per kind (anything else: grey)
+_KIND_COLOURS = {"wasted": "#d62728", "headroom": "#1f77b4"}
 
 
 def _ms(times_ns: list[int]) -> list[int]:
@@ -77,7 +79,9 @@ def fleet_figures(page: FleetPage) -> dict[str, Figure]:
         ),
     }
     causes = [c for c in page.waste_by_cause if c["kind"] != "useful" and c.get("gpu_hours")]
-    causes.sort(key=lambda c: c["gpu_hours"])
+    # plotly draws the first bar at the bottom: waste causes on top, largest first; headroom,
+    # warm-up, unallocated and unmeasured below them, never ranked among the waste causes
+    causes.sort(key=lambda c: (c["kind"] == "wasted", c["gpu_hours"]))
     waste = {
         "data": [
             {
@@ -93,13 +97,12 @@ def fleet_figures(page: FleetPage) -> dict[str, Figure]:
                 "hovertemplate": "%{y} (%{customdata[3]})<br>%{x:.2f} GPU-h<br>"
                 f"%{{customdata[0]:,.2f}} {page.currency}<br>%{{customdata[1]:.2f}} kWh<br>"
                 "%{customdata[2]:.2f} kg CO2e<extra></extra>",
-                "marker": {
-                    "color": ["#d62728" if c["kind"] == "wasted" else "#999999" for c in causes]
-                },
+                "marker": {"color": [_KIND_COLOURS.get(c["kind"], "#999999") for c in causes]},
             }
         ],
         "layout": _layout(
-            "Waste by cause (GPU-hours; grey: warm-up, unallocated, unmeasured)",
+            "Waste by cause (GPU-hours; blue: headroom, not waste; grey: warm-up, "
+            "unallocated, unmeasured)",
             hovermode="closest",
             xaxis={"title": {"text": "GPU-h"}},
             yaxis={"automargin": True},
