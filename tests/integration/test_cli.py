@@ -241,7 +241,7 @@ def test_report_in_every_format(
     as_json = run("report", "--data-dir", str(data), "--format", "json")
     assert as_json.returncode == 0, as_json.stderr
     doc = json.loads(as_json.stdout)
-    assert doc["schema_version"] == 1 and doc["kind"] == "fleet"
+    assert doc["schema_version"] == 2 and doc["kind"] == "fleet"
     totals = doc["totals"]
     assert totals["gpus"] == 12
     # Duty cycle is not useful work: the fleet's useful GPU-hours are below its allocated ones.

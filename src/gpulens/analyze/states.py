@@ -29,32 +29,66 @@ GIB = 2**30
 @dataclass(frozen=True, slots=True)
 class Thresholds:
     """Rule thresholds; defaults from DESIGN.md's reference list (NVIDIA DCGM guidance,
-    jobstats), all overridable."""
+    jobstats), all overridable. The string under each field is its meaning: `make docs`
+    writes them into the table of docs/analysis/states.md (present/docs.py)."""
 
-    sm_good: float = 0.8  # DCGM: SM active >= 0.8 is necessary for effective use
-    sm_low: float = 0.5  # DCGM: < 0.5 likely means ineffective use
-    duty_busy: float = 0.8  # duty cycle that counts as "busy" for hollow_busy
-    busy_min: float = 0.5  # activity that counts as busy for throttling and comm_bound
-    idle_activity: float = 0.05  # activity at or below this is idle
-    idle_memory_bytes: float = 256 * 2**20  # memory beyond the driver's that means "held"
-    dram_bound: float = 0.5  # DCGM: DRAM activity saturates near 0.8
+    sm_good: float = 0.8
+    """SM active needed for effective use (NVIDIA DCGM: >= 0.8 is necessary, not sufficient);
+    `comm_bound` and `input_bound` look below it."""
+    sm_low: float = 0.5
+    """SM active below which a busy GPU is `hollow_busy` (NVIDIA DCGM: < 0.5 likely means
+    ineffective use)."""
+    duty_busy: float = 0.8
+    """Duty cycle (nvidia-smi GPU-Util) that counts as busy for `hollow_busy`."""
+    busy_min: float = 0.5
+    """max(duty, SM active) that counts as busy for `throttled`, `comm_bound` and
+    `power_capped`."""
+    idle_activity: float = 0.05
+    """max(duty, SM active) at or below which an interval is idle."""
+    idle_memory_bytes: float = 256 * 2**20
+    """Memory in use beyond the driver's reservation that means "held"."""
+    dram_bound: float = 0.5
+    """DRAM active from which the GPU is `memory_bound` (NVIDIA DCGM: DRAM activity saturates
+    near 0.8)."""
     mem_copy_bound: float = 0.7
+    """Memory-copy utilisation that stands in for `dram_bound` where DRAM activity is
+    absent."""
     pipes_low: float = 0.5
+    """Every math pipe (tensor, FP32, FP16, FP64) below this for `memory_bound`."""
     tensor_min: float = 0.1
+    """Tensor active below which tensor cores count as unused (`compute_fp32`,
+    `low_tensor_use`); at or above it the interval is `compute_tensor`."""
     fp32_high: float = 0.3
+    """FP32 pipe activity from which matrix work runs on FP32 (`compute_fp32`: no AMP/TF32)."""
     clock_throttled: float = 0.9
+    """SM clock / its maximum below which a busy GPU is slowed (`throttled`,
+    `power_capped`)."""
     throttle_fraction: float = 0.5
+    """Share of the samples with power or thermal clock-event flags set for `throttled`."""
     power_capped_ratio: float = 0.95
+    """Power draw / power limit from which a slowed, busy GPU is `power_capped`."""
     host_cpu_saturated: float = 0.9
+    """Host CPU busy ratio that counts as saturated for `input_bound`."""
     data_wait_high: float = 0.2
+    """Share of the step the application spends waiting for data that makes it
+    `input_bound`."""
     sm_swing: float = 0.35
+    """SM active max − min within an interval that shows gaps in the work (`input_bound`)."""
     comm_gap: float = 0.1
-    jobstats_red: float = 0.15  # jobstats: GPU util < 15% is red (for rules built on states)
-    jobstats_warning: float = 0.25  # jobstats: < 25% warns
+    """How far SM active lies below the job's busiest GPU for `comm_bound`."""
+    jobstats_red: float = 0.15
+    """jobstats: GPU utilisation below 15 % is red (low useful work in the Prometheus
+    rules)."""
+    jobstats_warning: float = 0.25
+    """jobstats: GPU utilisation below 25 % warns (not used by a rule yet)."""
     warmup_band: float = 0.1
+    """Warm-up: activity within this of the run's steady median counts as settled."""
     warmup_settle: int = 2
+    """Warm-up: consecutive settled intervals that end it."""
     warmup_memory_ratio: float = 0.9
+    """Warm-up: memory in use must reach this share of its steady median."""
     warmup_max_s: float = 900.0
+    """Warm-up: seconds after which an unsettled warm-up is cut (`capped`)."""
 
 
 Rows = np.ndarray  # row indices

@@ -33,6 +33,7 @@ from gpulens import __version__
 from gpulens.clock import PacedClock, SystemClock
 from gpulens.config import Config, load_config
 from gpulens.errors import ConfigError, GpulensError
+from gpulens.present import format as human
 from gpulens.present.console import app, err, out
 from gpulens.present.lazy import lazy_module
 
@@ -150,7 +151,7 @@ def _summary_table(cfg: Config) -> Table:
             _pct(r["tensor_active"]),
             _pct(r["dram_active"]),
             "-" if r["memory_peak_bytes"] is None else f"{r['memory_peak_bytes'] / 1e9:.1f}",
-            "-" if r["energy_kwh"] is None else f"{r['energy_kwh']:.2f}",
+            human.number(r["energy_kwh"]),
         )
     return table
 
@@ -171,16 +172,17 @@ def _print_findings(cfg: Config, limit: int = 10) -> None:
         store.close()
     t = view.totals
     out.print(
-        f"\nAllocated {t.get('allocated_gpu_hours', 0):.1f} GPU-hours, useful "
-        f"{t.get('useful_gpu_hours', 0):.1f}, wasted {t.get('wasted_gpu_hours', 0):.1f} "
-        f"({t.get('wasted_cost', 0):.2f} {t.get('currency', 'USD')}). "
+        f"\nAllocated {human.number(t.get('allocated_gpu_hours', 0))} GPU-hours, useful "
+        f"{human.number(t.get('useful_gpu_hours', 0))}, wasted "
+        f"{human.number(t.get('wasted_gpu_hours', 0))} "
+        f"({human.money(t.get('wasted_cost', 0), t.get('currency', 'USD'))}). "
         f"Findings ({len(view.findings)}):"
     )
     for f in view.findings[:limit]:
         who = f.subject.get("job_id") or f.subject.get("gpu_uuid", "")
         out.print(
-            f"  [{f.severity.value}] {f.rule_id} {who}: {f.summary} "
-            f"({f.impact.wasted_gpu_hours:.2f} GPU-h)",
+            f"  [{f.severity.value}] {f.rule_id} {who}: {human.readable(f.summary)} "
+            f"({human.number(f.impact.wasted_gpu_hours)} GPU-h)",
             highlight=False,
             markup=False,
         )
@@ -205,8 +207,8 @@ def _generate_fast(cfg: Config, start: int, duration: float, interval: float) ->
             cfg, start, start + int(duration * 1e9), on_progress=lambda n: bar.advance(task, n)
         )
     out.print(
-        f"{result.ticks} ticks, {result.readings:,} readings, {result.segments_written} "
-        f"segments ({result.bytes_written / 1e6:.1f} MB)"
+        f"{result.ticks} ticks, {human.number(result.readings)} readings, "
+        f"{result.segments_written} segments ({human.size(result.bytes_written)})"
     )
 
 
@@ -228,8 +230,8 @@ def _run_paced(
             inline=True,
         )
     out.print(
-        f"{result.ticks} ticks, {result.readings:,} readings, "
-        f"{result.store.segments_written} segments ({result.store.bytes_written / 1e6:.1f} MB)"
+        f"{result.ticks} ticks, {human.number(result.readings)} readings, "
+        f"{result.store.segments_written} segments ({human.size(result.store.bytes_written)})"
     )
 
 
@@ -337,7 +339,9 @@ def record(
             maintenance=True,
         )
     errors = sum(result.collector_errors.values())
-    err.print(f"{result.ticks} ticks, {result.readings:,} readings, {errors} collector errors")
+    err.print(
+        f"{result.ticks} ticks, {human.number(result.readings)} readings, {errors} collector errors"
+    )
 
 
 def _cell(value: object) -> str:
@@ -424,7 +428,8 @@ def ingest(
     )
     skipped = sum(result.skipped.values())
     out.print(
-        f"stored {result.readings:,} readings from {result.files} file(s) into {cfg.data_dir}"
+        f"stored {human.number(result.readings)} readings from {result.files} file(s) "
+        f"into {cfg.data_dir}"
         + (f" ({skipped} series skipped: {dict(result.skipped)})" if skipped else "")
     )
 

@@ -1,14 +1,24 @@
-"""Generates docs/metrics.md and docs/configuration.md from the catalog and the settings table.
+"""Generates docs/metrics.md and docs/configuration.md from the catalog and the settings table,
+and the thresholds table of docs/analysis/states.md (between its markers) from
+`analyze.states.Thresholds`.
 
 Run `python -m gpulens.present.docs [docs_dir]`; a test fails when the committed pages differ.
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import itertools
+import re
 import sys
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from gpulens import catalog
+from gpulens.analyze.states import Thresholds
 from gpulens.config import SETTINGS
 from gpulens.model import Kind
 
@@ -84,7 +94,66 @@ def configuration_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def field_docs(cls: type) -> dict[str, str]:
+    """The string literal under each field of a dataclass (its attribute docstring), by field
+    name, whitespace folded."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    out: dict[str, str] = {}
+    for field, doc in itertools.pairwise(body):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant)
+            and isinstance(doc.value.value, str)
+        ):
+            out[field.target.id] = " ".join(doc.value.value.split())
+    return out
+
+
+def _default(name: str, value: object) -> str:
+    if name.endswith("_bytes") and isinstance(value, int | float) and value % 2**20 == 0:
+        return f"{value:.0f} ({value / 2**20:g} MiB)"
+    if name.endswith("_s") and isinstance(value, int | float):
+        return f"{value:g} s"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def thresholds_markdown() -> str:
+    """The table of `Thresholds`: each field, its default and its meaning."""
+    docs = field_docs(Thresholds)
+    lines = ["| field | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(Thresholds):
+        lines.append(
+            f"| `{f.name}` | {_default(f.name, f.default)} | {_cell(docs.get(f.name, ''))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 PAGES = {"metrics.md": metrics_markdown, "configuration.md": configuration_markdown}
+
+# generated sections of hand-written pages: page → (section name, its text)
+SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
+    "analysis/states.md": ("thresholds", thresholds_markdown),
+}
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return (
+        f"<!-- generated: {name} (`make docs` writes it from the code; do not edit) -->",
+        f"<!-- end generated: {name} -->",
+    )
+
+
+def spliced(text: str, name: str, body: str) -> str:
+    """`text` with the section between the markers of `name` replaced by `body`; ValueError
+    when the page lacks the markers."""
+    begin, end = _markers(name)
+    pattern = re.compile(re.escape(begin) + r"\n.*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"no {begin!r} ... {end!r} markers: add them where the section goes")
+    return pattern.sub(lambda _: f"{begin}\n{body}{end}", text, count=1)
 
 
 def write_docs(docs_dir: Path) -> list[Path]:
@@ -94,6 +163,10 @@ def write_docs(docs_dir: Path) -> list[Path]:
     for name, render in PAGES.items():
         path = docs_dir / name
         path.write_text(render(), encoding="utf-8")
+        written.append(path)
+    for page, (section, render) in SECTIONS.items():
+        path = docs_dir / page
+        path.write_text(spliced(path.read_text(encoding="utf-8"), section, render()), "utf-8")
         written.append(path)
     return written
 

@@ -180,10 +180,12 @@ def test_detail_has_every_value_the_reason_and_the_processes(snap: LiveSnapshot)
 
 
 def test_values_are_formatted_in_their_catalog_unit() -> None:
-    assert format_value("sm_active_ratio", 0.456) == "45.6%"
-    assert format_value("memory_used_bytes", 3 * 1024**3) == "3.0 GiB"
-    assert format_value("sm_clock_hertz", 1.98e9) == "1980 MHz"
-    assert format_value("power_watts", 312.04) == "312.0 W"
+    assert format_value("sm_active_ratio", 0.456) == "46%"
+    assert format_value("memory_used_bytes", 3 * 1024**3) == "3.22 GB"  # decimal units
+    assert format_value("sm_clock_hertz", 1.98e9) == "1,980 MHz"
+    assert format_value("power_watts", 312.04) == "312 W"
+    assert format_value("energy_joules", 1.8e9) == "500 kWh"
+    assert format_value("pcie_replay_total", 1_234_567) == "1.23 M"
     assert format_value("clocks_event_reasons", 0x4) == "0x4 (sw_power_cap)"
     assert format_value("not_in_catalog", 2.5) == "2.5"
     assert bar(None) == "     " and bar(1.0) == "█████" and bar(0.5) == "██▌  "

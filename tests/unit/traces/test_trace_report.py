@@ -58,7 +58,7 @@ def test_directory_of_ranks_and_formats(write_trace: Callable[..., Path], tmp_pa
 
 def test_html_timeline_colours_gaps(write_trace: Callable[..., Path]) -> None:
     page = run_trace([write_trace(every_cause())], "html")
-    assert "data_loader: 110.0 µs at +20.0 µs" in page  # from the trace's first event
+    assert "data_loader: 110 µs at +20 µs" in page  # from the trace's first event
 
 
 def test_compare(write_trace: Callable[..., Path]) -> None:

@@ -20,7 +20,7 @@ from gpulens.app.analysis import ReportView
 from gpulens.numbers import is_nan
 from gpulens.present.reports.markup import html_table, md_table, num, page_css
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: headroom split from waste (docs/report.md)
 
 
 def _ts(ns: int | None) -> str:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 
+from gpulens.present.format import SIG, number
 
-def num(x: float | None, digits: int = 1) -> str:
-    """A number with thousands separators, or "-" when unknown."""
-    return "-" if x is None else f"{x:,.{digits}f}"
+
+def num(x: float | None, sig: int = SIG) -> str:
+    """A number with `sig` significant figures (present/format.py: `15.9`, `1,234`, `46.9 k`),
+    or "-" when unknown."""
+    return number(x, sig)
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -22,6 +22,7 @@ from gpulens.analyze.traces.kernels import KERNEL_CLASSES
 from gpulens.analyze.traces.model import base_name
 from gpulens.analyze.traces.ranks import RankAnalysis
 from gpulens.app.traces import TraceJob, analyze_paths
+from gpulens.present import format as human
 from gpulens.present.reports.markup import CAUSE_COLORS, html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 1
@@ -167,6 +168,11 @@ def _pct(x: Any) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _us(x: Any) -> str:
+    """Microseconds as a duration people read: `126 µs`, `12.3 ms`, `1 h 58 min`."""
+    return human.quantity(x, "us")
+
+
 Table = tuple[str, list[str], list[list[str]]]
 
 
@@ -181,11 +187,11 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
             ["measure", "value"],
             [
                 ["device", str(r["device"] or "-")],
-                ["kernel time (HTA) µs", num(t.get("kernel_time_us"))],
-                ["idle (HTA) µs", num(t.get("idle_us"))],
-                ["compute µs", num(t.get("compute_us"))],
-                ["non-compute µs", num(t.get("non_compute_us"))],
-                ["device idle µs (all streams)", num(r["device_idle_us"])],
+                ["kernel time (HTA)", _us(t.get("kernel_time_us"))],
+                ["idle (HTA)", _us(t.get("idle_us"))],
+                ["compute", _us(t.get("compute_us"))],
+                ["non-compute", _us(t.get("non_compute_us"))],
+                ["device idle (all streams)", _us(r["device_idle_us"])],
                 ["device idle share of span", _pct(causes["idle_us"] / span if span else None)],
                 ["est. achieved occupancy", num(r["kernel_classes"]["occupancy_pct"]) + " %"],
                 [
@@ -202,7 +208,7 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
             continue
         ex = c["examples"][0] if c["examples"] else None
         example = (
-            f"{num(ex['duration_us'])} µs at +{num(ex['offset_us'])} µs: "
+            f"{_us(ex['duration_us'])} at +{_us(ex['offset_us'])}: "
             f"{(ex['cpu_event'] or ex['next_gpu_event'] or '-')[:50]}"
             if ex
             else "-"
@@ -210,7 +216,7 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
         rows.append(
             [
                 cause,
-                num(c["idle_us"]),
+                _us(c["idle_us"]),
                 str(c["gaps"]),
                 _pct(c["share_of_idle"]),
                 _pct(c["share_of_span"]),
@@ -220,7 +226,7 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
     tables.append(
         (
             "Idle gaps by cause",
-            ["cause", "idle µs", "gaps", "of idle", "of span", "longest gap"],
+            ["cause", "idle", "gaps", "of idle", "of span", "longest gap"],
             rows,
         )
     )
@@ -228,12 +234,12 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
     tables.append(
         (
             "Kernel classes",
-            ["class", "count", "time µs", "share", "occupancy %", "top kernel"],
+            ["class", "count", "time", "share", "occupancy %", "top kernel"],
             [
                 [
                     name,
-                    str(kc[name]["count"]),
-                    num(kc[name]["time_us"]),
+                    num(kc[name]["count"]),
+                    _us(kc[name]["time_us"]),
                     _pct(kc[name]["share"]),
                     num(kc[name]["occupancy_pct"]),
                     (kc[name]["top"][0]["name"][:50] if kc[name]["top"] else "-"),
@@ -247,16 +253,16 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
     if comm["collectives"]:
         tables.append(
             (
-                f"Collectives (exposed {num(comm['exposed_us'])} of {num(comm['comm_us'])} µs)",
-                ["collective", "count", "total µs", "mean µs", "max µs", "exposed µs"],
+                f"Collectives (exposed {_us(comm['exposed_us'])} of {_us(comm['comm_us'])})",
+                ["collective", "count", "total", "mean", "max", "exposed"],
                 [
                     [
                         c["name"],
-                        str(c["count"]),
-                        num(c["total_us"]),
-                        num(c["mean_us"]),
-                        num(c["max_us"]),
-                        num(c["exposed_us"]),
+                        num(c["count"]),
+                        _us(c["total_us"]),
+                        _us(c["mean_us"]),
+                        _us(c["max_us"]),
+                        _us(c["exposed_us"]),
                     ]
                     for c in comm["collectives"]
                 ],
@@ -265,13 +271,13 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
     tables.append(
         (
             "Idle per stream (HTA)",
-            ["stream", "host wait µs", "kernel wait µs", "other µs"],
+            ["stream", "host wait", "kernel wait", "other"],
             [
                 [
                     str(s["stream"]),
-                    num(s["host_wait_us"]),
-                    num(s["kernel_wait_us"]),
-                    num(s["other_us"]),
+                    _us(s["host_wait_us"]),
+                    _us(s["kernel_wait_us"]),
+                    _us(s["other_us"]),
                 ]
                 for s in r["idle_by_stream"]
             ],
@@ -281,13 +287,13 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
         tables.append(
             (
                 "Steps",
-                ["step", "duration µs", "kernels", "kernel µs", "device idle", "main cause"],
+                ["step", "duration", "kernels", "kernel time", "device idle", "main cause"],
                 [
                     [
                         str(s["step"]),
-                        num(s["duration_us"]),
-                        str(s["kernels"]),
-                        num(s["kernel_time_us"]),
+                        _us(s["duration_us"]),
+                        num(s["kernels"]),
+                        _us(s["kernel_time_us"]),
                         _pct(s["idle_share"]),
                         max(s["idle_causes_us"], key=s["idle_causes_us"].get)
                         if s["idle_causes_us"]
@@ -308,25 +314,25 @@ def _cluster_table(c: dict[str, Any]) -> Table:
         f"{'-' if c['straggler'] is None else 'rank ' + str(c['straggler'])})",
         [
             "rank",
-            "clock shift µs",
-            "start µs",
-            "span µs",
-            "compute µs",
-            "comm µs",
-            "exposed comm µs",
-            "idle µs",
+            "clock shift",
+            "start",
+            "span",
+            "compute",
+            "comm",
+            "exposed comm",
+            "idle",
             "sync wait",
         ],
         [
             [
                 str(r["rank"]),
-                num(r["clock_shift_us"]),
-                num(r["offset_us"]),
-                num(r["span_us"]),
-                num(r["compute_us"]),
-                num(r["comm_us"]),
-                num(r["exposed_comm_us"]),
-                num(r["device_idle_us"]),
+                _us(r["clock_shift_us"]),
+                _us(r["offset_us"]),
+                _us(r["span_us"]),
+                _us(r["compute_us"]),
+                _us(r["comm_us"]),
+                _us(r["exposed_comm_us"]),
+                _us(r["device_idle_us"]),
                 _pct(r["sync_wait_share"]),
             ]
             for r in c["per_rank"]
@@ -340,9 +346,9 @@ def _compare_table(cmp: dict[str, Any]) -> list[Table]:
         rows = [
             [
                 key,
-                num(f["before"]),
-                num(f["after"]),
-                num(f["delta"]),
+                human.metric_value(key, f["before"]),
+                human.metric_value(key, f["after"]),
+                human.metric_value(key, f["delta"]),
                 _pct(f["change"]),
             ]
             for key, f in r["figures"].items()
@@ -363,7 +369,7 @@ def _sections(view: TraceView) -> list[tuple[str, list[Table]]]:
     out: list[tuple[str, list[Table]]] = []
     if len(doc["ranks"]) > 1:
         cluster = doc["cluster"]
-        notes: list[Table] = [("Notes", ["note"], [[n] for n in cluster["notes"]])]
+        notes: list[Table] = [("Notes", ["note"], [[human.readable(n)] for n in cluster["notes"]])]
         out.append(("Job", [_cluster_table(cluster), *(notes if cluster["notes"] else [])]))
     for r in doc["ranks"]:
         head = f"Rank {r['rank']}: {base_name(r['file'])}"
@@ -381,15 +387,18 @@ def to_json(view: TraceView) -> str:
 
 
 def _finding_lines(f: dict[str, Any]) -> list[str]:
-    subject = ", ".join(f"{k}={v}" for k, v in f["subject"].items())
-    lines = [f"[{f['severity']}] {f['rule_id']}: {subject}", f"    {f['summary']}"]
+    subject = human.readable(", ".join(f"{k}={v}" for k, v in f["subject"].items()))
+    lines = [f"[{f['severity']}] {f['rule_id']}: {subject}", f"    {human.readable(f['summary'])}"]
     for e in f["evidence"]:
+        metric = e["metric"]
         threshold = (
-            f" ({e['comparison']} {e['threshold']:.3g})" if e["threshold"] is not None else ""
+            f" ({e['comparison']} {human.metric_value(metric, e['threshold'])})"
+            if e["threshold"] is not None
+            else ""
         )
-        note = f" — {e['note']}" if e["note"] else ""
-        lines.append(f"    - {e['metric']} = {e['value']:.4g}{threshold}{note}")
-    lines.append(f"    fix: {f['recommendation']}")
+        note = f" — {human.readable(e['note'])}" if e["note"] else ""
+        lines.append(f"    - {metric} = {human.metric_value(metric, e['value'])}{threshold}{note}")
+    lines.append(f"    fix: {human.readable(f['recommendation'])}")
     return lines
 
 
@@ -460,13 +469,13 @@ def _svg_timeline(timelines: list[Timeline]) -> str:
             parts.append(
                 f'<rect x="{label_w + offset * scale:.2f}" y="{y}" width="{w:.2f}" '
                 f'height="{row_h - 6}" fill="{CAUSE_COLORS[cause]}"><title>{cause}: '
-                f"{dur:,.1f} µs at +{offset:,.1f} µs</title></rect>"
+                f"{_us(dur)} at +{_us(offset)}</title></rect>"
             )
     span = max((t.span_us for t in timelines), default=0.0)
     parts.append(
-        f'<text x="{label_w}" y="{height - 4}" font-size="11">0 µs</text>'
+        f'<text x="{label_w}" y="{height - 4}" font-size="11">0 s</text>'
         f'<text x="{label_w + width - 120}" y="{height - 4}" font-size="11">'
-        f"{span:,.0f} µs (per-rank scale)</text></svg>"
+        f"{_us(span)} (per-rank scale)</text></svg>"
     )
     return "".join(parts)
 

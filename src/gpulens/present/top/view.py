@@ -15,9 +15,9 @@ from statistics import fmean
 
 from gpulens import catalog
 from gpulens.app.live import GpuNow, LiveSnapshot, ProcessNow, gpu_key
+from gpulens.present import format as human
 
 MISSING = "–"
-GIB = 1024**3
 
 #: sort orders `s` cycles through, in order; "gpu" is host, then index
 SORT_KEYS: tuple[str, ...] = (
@@ -38,7 +38,7 @@ GPU_COLUMNS: tuple[tuple[str, str], ...] = (
     ("duty", "duty cycle"),
     ("sm", "SM active"),
     ("tensor", "tensor"),
-    ("memory", "memory GiB"),
+    ("memory", "memory GB"),
     ("power", "power W"),
     ("clock", "SM clock"),
     ("temperature", "temp"),
@@ -440,7 +440,7 @@ def gpu_cells(row: GpuRow) -> tuple[str, ...]:
         bar_cell(row.duty),
         bar_cell(row.sm),
         bar_cell(row.tensor),
-        pair(row.memory_used, row.memory_total, GIB, ".1f"),
+        pair(row.memory_used, row.memory_total, 1e9, ".1f"),
         pair(row.power, row.power_limit, 1.0, ".0f"),
         MISSING if row.sm_clock_hz is None else f"{row.sm_clock_hz / 1e6:.0f} MHz",
         MISSING if row.temperature is None else f"{row.temperature:.0f}°C",
@@ -450,13 +450,8 @@ def gpu_cells(row: GpuRow) -> tuple[str, ...]:
 
 
 def size(n: float | None) -> str:
-    """Bytes in binary units: "22.3 GiB", "512 MiB"; "–" when missing."""
-    if n is None:
-        return MISSING
-    for unit, scale in (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
+    """Bytes in decimal units (present/format.py): "22.3 GB", "512 MB"; "–" when missing."""
+    return MISSING if n is None else human.size(n)
 
 
 def process_cells(row: ProcessRow) -> tuple[str, ...]:
@@ -476,27 +471,15 @@ def process_cells(row: ProcessRow) -> tuple[str, ...]:
 
 
 def format_value(name: str, value: float) -> str:
-    """A reading's value in the unit the catalog gives it, for people."""
+    """A reading's value in the unit the catalog gives it, for people (present/format.py)."""
     metric = catalog.METRICS.get(name)
     unit = metric.unit if metric is not None else ""
-    if unit == "ratio":
-        return f"{value * 100:.1f}%"
-    if unit == "bytes":
-        return size(value)
-    if unit == "bytes/s":
-        return f"{size(value)}/s"
-    if unit == "Hz":
-        return f"{value / 1e6:.0f} MHz"
-    if unit == "W":
-        return f"{value:.1f} W"
     if unit == "J":
-        return f"{value / 3.6e6:.3f} kWh"
-    if unit == "°C":
-        return f"{value:.0f}°C"
+        return f"{human.number(value / 3.6e6)} kWh"
     if unit == "bitmask":
         names = catalog.reason_names(int(value))
         return f"{int(value):#x}" + (f" ({', '.join(names)})" if names else "")
-    return f"{value:g}" + (f" {unit}" if unit and unit not in ("count", "bool", "state") else "")
+    return human.quantity(value, unit)
 
 
 def clock_text(ts: int | None) -> str:
@@ -514,7 +497,7 @@ def header_text(summary: FleetSummary) -> str:
         f"SM {percent(summary.sm)}",
         f"tensor {percent(summary.tensor)}",
         f"power {pair(summary.power, summary.power_limit, 1000.0, '.1f')} kW",
-        f"memory {pair(summary.memory_used, summary.memory_total, GIB, '.0f')} GiB",
+        f"memory {pair(summary.memory_used, summary.memory_total, 1e9, '.0f')} GB",
     ]
     states = "  ".join(f"{name} {n}" for name, n in summary.states)
     return (

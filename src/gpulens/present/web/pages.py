@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, Undefined, select_autoescape
 
 from gpulens.errors import TraceFormatError
+from gpulens.present import format as human
 from gpulens.present.dashboard import RANGES, TracePathError, UnknownGpu
 from gpulens.present.dashboard.people import FAIRNESS_BY
 from gpulens.present.dashboard.service import Dashboard
@@ -54,8 +55,17 @@ def _missing(x: Any) -> bool:
     return x is None or isinstance(x, Undefined)
 
 
-def _num(x: Any, digits: int = 1) -> str:
-    return "–" if _missing(x) else f"{x:,.{digits}f}"
+def _num(x: Any, sig: int = human.SIG) -> str:
+    return "–" if _missing(x) else human.number(x, sig)
+
+
+def _metric(x: Any, metric: str) -> str:
+    """A value of the metric (or evidence row) called `metric`, in its unit: `64.4 GB`."""
+    return "–" if _missing(x) else human.metric_value(metric, x)
+
+
+def _readable(text: Any) -> str:
+    return human.readable(str(text))
 
 
 def _pct(x: Any) -> str:
@@ -63,7 +73,7 @@ def _pct(x: Any) -> str:
 
 
 def _money(x: Any, currency: str = "USD") -> str:
-    return "–" if _missing(x) else f"{x:,.2f} {currency}"
+    return "–" if _missing(x) else human.money(x, currency)
 
 
 def _ts(ns: Any, seconds: bool = False) -> str:
@@ -74,23 +84,11 @@ def _ts(ns: Any, seconds: bool = False) -> str:
 
 
 def _duration(seconds: Any) -> str:
-    s = float(seconds)
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    if s < 2 * 86400:
-        return f"{s / 3600:.0f} h"
-    return f"{s / 86400:.0f} d"
+    return "–" if _missing(seconds) else human.duration(float(seconds))
 
 
 def _filesize(n: Any) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} GB"
+    return "–" if _missing(n) else human.size(float(n))
 
 
 _SUBJECT_KEYS = ("job_id", "user", "engine", "host", "gpu_index", "trace", "rank", "event")
@@ -98,7 +96,7 @@ _SUBJECT_KEYS = ("job_id", "user", "engine", "host", "gpu_index", "trace", "rank
 
 def _subject(subject: Mapping[str, Any]) -> str:
     keys = [k for k in _SUBJECT_KEYS if k in subject] or list(subject)[:4]
-    return ", ".join(f"{k}={subject[k]}" for k in keys)
+    return human.readable(", ".join(f"{k}={subject[k]}" for k in keys))
 
 
 def environment() -> Environment:
@@ -109,7 +107,14 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        num=_num, pct=_pct, money=_money, ts=_ts, duration=_duration, filesize=_filesize
+        num=_num,
+        pct=_pct,
+        money=_money,
+        ts=_ts,
+        duration=_duration,
+        filesize=_filesize,
+        metric=_metric,
+        readable=_readable,
     )
     env.globals.update(
         nav=NAV,
