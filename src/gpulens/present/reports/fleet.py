@@ -17,7 +17,9 @@ import orjson
 
 from gpulens.analyze.waste import HEADROOM_NOTE
 from gpulens.app.analysis import ReportView
+from gpulens.findings.model import Evidence, Finding
 from gpulens.numbers import is_nan
+from gpulens.present import format as human
 from gpulens.present.reports.markup import html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 2  # 2: headroom split from waste (docs/report.md)
@@ -34,7 +36,7 @@ def _pct(x: float | None) -> str:
 
 
 def _money(x: float | None, currency: str = "USD") -> str:
-    return "-" if x is None else f"{x:,.2f} {currency}"
+    return human.money(x, currency)
 
 
 def _has_headroom(view: ReportView) -> bool:
@@ -58,10 +60,10 @@ def _headline(view: ReportView) -> list[tuple[str, str]]:
         ("duty cycle (nvidia-smi)", _pct(t.get("mean_duty"))),
         ("SM activity", _pct(t.get("mean_sm_active"))),
         ("tensor activity", _pct(t.get("mean_tensor_active"))),
-        ("energy", f"{num(t.get('energy_kwh'), 2)} kWh"),
+        ("energy", f"{num(t.get('energy_kwh'))} kWh"),
         ("cost", _money(t.get("total_cost"))),
         ("wasted cost", _money(t.get("wasted_cost"))),
-        ("CO2e", f"{num(t.get('co2e_kg'), 2)} kg"),
+        ("CO2e", f"{num(t.get('co2e_kg'))} kg"),
         ("idle intervals holding > 1 GiB", _pct(view.idle_holding_share)),
         (
             "MFU (model FLOPs utilisation)",
@@ -78,7 +80,28 @@ _SHORT_SUBJECT = ("job_id", "user", "engine", "host", "gpu_index", "model", "wor
 def _short_subject(subject: dict[str, str] | Any) -> str:
     """The few labels a person needs to find the subject (the JSON keeps them all)."""
     keys = [k for k in _SHORT_SUBJECT if k in subject] or list(subject)[:4]
-    return ", ".join(f"{k}={subject[k]}" for k in keys)
+    return human.readable(", ".join(f"{k}={subject[k]}" for k in keys))
+
+
+def _subject(f: Finding) -> str:
+    return human.readable(", ".join(f"{k}={v}" for k, v in f.subject.items()))
+
+
+def _evidence_row(e: Evidence) -> str:
+    """`memory_held_bytes = 64.4 GB (> 268 MB) — note`: value and threshold in the metric's
+    unit (present/format.py)."""
+    text = f"{e.metric} = {human.metric_value(e.metric, e.value)}"
+    if e.threshold is not None:
+        text += f" ({e.comparison} {human.metric_value(e.metric, e.threshold)})"
+    return text + (f" — {human.readable(e.note)}" if e.note else "")
+
+
+def _impact(f: Finding) -> str:
+    i = f.impact
+    return (
+        f"{num(i.wasted_gpu_hours)} wasted GPU-hours, {human.money(i.cost, i.currency)}, "
+        f"{num(i.energy_kwh)} kWh, {num(i.co2e_kg)} kg CO2e"
+    )
 
 
 MAX_GPU_ROWS = 24
@@ -136,7 +159,7 @@ def _job_cells(job: dict[str, Any]) -> list[str]:
         _evidence(job),
         num(None if peak is None else peak / 1e9),
         _pct(job.get("headroom_ratio")),
-        str(job.get("workload") or "-"),
+        human.readable(str(job.get("workload") or "-")),
     ]
 
 
@@ -269,8 +292,8 @@ def to_markdown(view: ReportView) -> str:
                 _pct(g.get("mean_sm_active")),
                 _pct(g.get("mean_tensor_active")),
                 num((g.get("memory_used_bytes_max") or 0) / 1e9),
-                num(g.get("energy_kwh"), 2),
-                num(g.get("wasted_gpu_hours"), 2),
+                num(g.get("energy_kwh")),
+                num(g.get("wasted_gpu_hours")),
             ]
             for g in shown
         ],
@@ -308,9 +331,9 @@ def to_markdown(view: ReportView) -> str:
             [
                 [
                     str(u.get("user")),
-                    num(u.get("allocated_gpu_hours"), 2),
-                    num(u.get("useful_gpu_hours"), 2),
-                    num(u.get("wasted_gpu_hours"), 2),
+                    num(u.get("allocated_gpu_hours")),
+                    num(u.get("useful_gpu_hours")),
+                    num(u.get("wasted_gpu_hours")),
                     _money(u.get("wasted_cost")),
                 ]
                 for u in view.top_users
@@ -336,26 +359,18 @@ def to_markdown(view: ReportView) -> str:
         lines += [f"Jain's index over useful-work shares: {num(jain, 2)}", ""]
     lines += [f"## Findings ({len(view.findings)}, largest impact first)", ""]
     for f in view.findings[:MAX_FINDINGS]:
-        subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())
         lines += [
-            f"### {f.severity.value.upper()}: {f.rule_id} — {subject}",
+            f"### {f.severity.value.upper()}: {f.rule_id} — {_subject(f)}",
             "",
-            f.summary,
+            human.readable(f.summary),
             "",
             f"- window: {_ts(f.window[0])} to {_ts(f.window[1])}",
-            f"- impact: {f.impact.wasted_gpu_hours:.2f} wasted GPU-hours, "
-            f"{f.impact.cost:.2f} {f.impact.currency}, {f.impact.energy_kwh:.2f} kWh, "
-            f"{f.impact.co2e_kg:.2f} kg CO2e",
+            f"- impact: {_impact(f)}",
         ]
-        lines += [
-            f"- evidence: {e.metric} = {e.value:.3g}"
-            + (f" ({e.comparison} {e.threshold:.3g})" if e.threshold is not None else "")
-            + (f" — {e.note}" if e.note else "")
-            for e in f.evidence
-        ]
-        lines += [f"- **fix:** {f.recommendation}", f"- docs: {f.docs}", ""]
+        lines += [f"- evidence: {_evidence_row(e)}" for e in f.evidence]
+        lines += [f"- **fix:** {human.readable(f.recommendation)}", f"- docs: {f.docs}", ""]
     for note in view.notes:
-        lines += [f"> {note}", ""]
+        lines += [f"> {human.readable(note)}", ""]
     return "\n".join(lines)
 
 
@@ -407,14 +422,14 @@ def to_terminal(view: ReportView) -> str:
         subject = _short_subject(f.subject)
         lines += [
             f"  [{f.severity.value}] {f.rule_id}: {subject}",
-            f"      {f.summary}",
-            f"      impact: {f.impact.wasted_gpu_hours:.2f} GPU-h wasted, "
-            f"{f.impact.cost:.2f} {f.impact.currency}",
-            f"      fix: {f.recommendation}",
+            f"      {human.readable(f.summary)}",
+            f"      impact: {num(f.impact.wasted_gpu_hours)} GPU-h wasted, "
+            f"{human.money(f.impact.cost, f.impact.currency)}",
+            f"      fix: {human.readable(f.recommendation)}",
         ]
     if len(view.findings) > MAX_FINDINGS:
         lines.append(f"  ... and {len(view.findings) - MAX_FINDINGS} more (JSON lists all)")
-    lines += [f"note: {n}" for n in view.notes]
+    lines += [f"note: {human.readable(n)}" for n in view.notes]
     return "\n".join(lines) + "\n"
 
 
@@ -499,26 +514,14 @@ def to_html(view: ReportView) -> str:
             out.append(f"<p><i>{html.escape(HEADROOM_NOTE)}</i></p>")
     out.append(f"<h2>Findings ({len(view.findings)}, largest impact first)</h2>")
     for f in view.findings[: MAX_FINDINGS * 5]:
-        subject = ", ".join(f"{k}={v}" for k, v in f.subject.items())
-        evidence = "".join(
-            f"<li>{html.escape(e.metric)} = {e.value:.3g}"
-            + (
-                f" ({html.escape(e.comparison)} {e.threshold:.3g})"
-                if e.threshold is not None
-                else ""
-            )
-            + "</li>"
-            for e in f.evidence
-        )
+        evidence = "".join(f"<li>{html.escape(_evidence_row(e))}</li>" for e in f.evidence)
         out.append(
             f'<div class="finding {f.severity.value}"><h3>{html.escape(f.rule_id)}: '
-            f"{html.escape(subject)}</h3><p>{html.escape(f.summary)}</p><ul>{evidence}</ul>"
-            f"<p>Impact: {f.impact.wasted_gpu_hours:.2f} wasted GPU-hours, "
-            f"{f.impact.cost:.2f} {html.escape(f.impact.currency)}, "
-            f"{f.impact.energy_kwh:.2f} kWh, {f.impact.co2e_kg:.2f} kg CO2e</p>"
-            f"<p><b>Fix:</b> {html.escape(f.recommendation)}</p></div>"
+            f"{html.escape(_subject(f))}</h3><p>{html.escape(human.readable(f.summary))}</p>"
+            f"<ul>{evidence}</ul><p>Impact: {html.escape(_impact(f))}</p>"
+            f"<p><b>Fix:</b> {html.escape(human.readable(f.recommendation))}</p></div>"
         )
-    out += [f"<p><i>{html.escape(n)}</i></p>" for n in view.notes]
+    out += [f"<p><i>{html.escape(human.readable(n))}</i></p>" for n in view.notes]
     out.append("</body></html>")
     return "\n".join(out)
 
