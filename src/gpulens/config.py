@@ -290,8 +290,34 @@ SETTINGS: tuple[Setting, ...] = (
         "thresholds.findings",
         list,
         [],
-        'Overrides of the finding thresholds as "NAME=VALUE" (e.g. "idle_warn_s=1800"); names '
-        "are the fields of gpulens.findings.context.FindingThresholds.",
+        'Overrides of the finding thresholds as "NAME=VALUE" (e.g. "warning_duration_s=1800"); '
+        "names are the fields of gpulens.findings.context.FindingThresholds (the idle ladder "
+        "is findings.idle_allocated.*).",
+    ),
+    Setting(
+        "findings.idle_allocated.info_minutes",
+        float,
+        10.0,
+        "A GPU held idle this long is an idle_allocated finding (info; the idle ladder).",
+        minimum=0.0,
+        maximum=10080.0,
+    ),
+    Setting(
+        "findings.idle_allocated.warn_minutes",
+        float,
+        60.0,
+        "An idle_allocated finding warns from this long (jobstats: 60 min); also the `for:` of the "
+        "GpulensGpuIdleAllocated alert that `gpulens rules` writes.",
+        minimum=0.0,
+        maximum=10080.0,
+    ),
+    Setting(
+        "findings.idle_allocated.act_minutes",
+        float,
+        120.0,
+        "An idle_allocated finding is critical (act on it) from this long (jobstats: 120 min).",
+        minimum=0.0,
+        maximum=10080.0,
     ),
     Setting(
         "thresholds.memory",

@@ -302,9 +302,44 @@ def with_overrides(defaults: T, key: str, cfg: Config) -> T:
     return replace(defaults, **changes)  # type: ignore[type-var]
 
 
+IDLE_LADDER_KEYS: tuple[tuple[str, str], ...] = (
+    ("idle_info_s", "findings.idle_allocated.info_minutes"),
+    ("idle_warn_s", "findings.idle_allocated.warn_minutes"),
+    ("idle_critical_s", "findings.idle_allocated.act_minutes"),
+)
+
+
+def idle_ladder_s(cfg: Config) -> tuple[float, float, float]:
+    """The configured idle ladder (info, warning, critical) in seconds; ConfigError unless it
+    rises."""
+    info, warn, act = (float(cfg.get(key)) * 60.0 for _name, key in IDLE_LADDER_KEYS)
+    if not info <= warn <= act:
+        raise ConfigError(
+            f"findings.idle_allocated: info_minutes {info / 60:g}, warn_minutes {warn / 60:g} "
+            f"and act_minutes {act / 60:g} must not decrease (e.g. 10, 60, 120)"
+        )
+    return info, warn, act
+
+
+def finding_thresholds(cfg: Config) -> FindingThresholds:
+    """FindingThresholds with the idle ladder of `findings.idle_allocated.*` and the overrides
+    of `thresholds.findings` (which may not set the idle ladder: one setting drives it)."""
+    for item in cfg.get("thresholds.findings") or []:
+        name = str(item).partition("=")[0].strip()
+        keys = dict(IDLE_LADDER_KEYS)
+        if name in keys:
+            raise ConfigError(
+                f"setting 'thresholds.findings' item {item!r}: the idle ladder is set by "
+                f"{keys[name]!r} (in minutes), which also drives the `gpulens rules` alert"
+            )
+    info, warn, act = idle_ladder_s(cfg)
+    base = FindingThresholds(idle_info_s=info, idle_warn_s=warn, idle_critical_s=act)
+    return with_overrides(base, "thresholds.findings", cfg)
+
+
 def analysis_settings(cfg: Config) -> dict[str, Any]:
     """The threshold dataclasses for analysis and findings, with configured overrides."""
-    findings = with_overrides(FindingThresholds(), "thresholds.findings", cfg)
+    findings = finding_thresholds(cfg)
     return {
         "states": with_overrides(Thresholds(), "thresholds.states", cfg),
         # quotas are set per `fairness.quota_by` group: judge shares by the same label

@@ -23,8 +23,10 @@ from gpulens.analyze.engines import EngineSettings
 from gpulens.analyze.memory import MemorySettings
 from gpulens.analyze.prices import Prices
 from gpulens.analyze.waste import ANNOTATION_COLUMNS, annotate
+from gpulens.findings.model import Severity
 
 T = TypeVar("T")
+IDLE_RULE = "idle_allocated"  # the rule with a ladder of its own (jobstats' idle GPU)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +40,18 @@ class FindingThresholds:
     whole_window: bool = True  # ...unless it covers all the frame shows of that GPU or job
     util_red: float = 0.15  # jobstats: GPU util < 15 % is red
     util_warning: float = 0.25  # jobstats: < 25 % warns
-    idle_warn_s: float = 3600.0  # jobstats: a job at 0 % for 60 min warns
-    idle_critical_s: float = 7200.0  # ... 120 min is actionable
+    # the idle ladder (config: findings.idle_allocated.*_minutes): an idle run is a finding
+    # from idle_info_s (info), warns from idle_warn_s (jobstats: a job at 0 % for 60 min
+    # warns) and is critical from idle_critical_s (jobstats: 120 min is actionable)
+    idle_info_s: float = 600.0
+    idle_warn_s: float = 3600.0
+    idle_critical_s: float = 7200.0
+    # the ladder of the other duration-based rules: info from their minimum duration, warning
+    # from warning_duration_s, critical from critical_duration_s
+    warning_duration_s: float = 3600.0
+    critical_duration_s: float = 7200.0
     warning_gpu_hours: float = 0.5  # wasted GPU-hours that make a finding a warning
-    critical_gpu_hours: float = 8.0  # ... critical
-    warning_duration_s: float = 3600.0  # a finding lasting this long is at least a warning
+    critical_gpu_hours: float = 8.0  # ... critical (rules without a duration ladder)
     straggler_min_share: float = 0.6  # the same GPU is the slowest in this share of intervals
     straggler_clock_gap: float = 0.05  # a clock this far below its peers' is the likely cause
     leak_critical_s: float = 2 * 3600.0  # out of memory within this: critical
@@ -57,8 +66,28 @@ class FindingThresholds:
     low_tensor_sm: float = 0.5  # SM activity that makes missing tensor work matter
 
     def duration_for(self, rule_id: str) -> float:
-        """The minimum duration of `rule_id`'s state runs (per-rule override, else default)."""
+        """The minimum duration of `rule_id`'s state runs (per-rule override, else default;
+        `idle_info_s` for idle_allocated)."""
+        if rule_id == IDLE_RULE:
+            return self.idle_info_s
         return float(self.min_duration.get(rule_id, self.min_duration_s))
+
+    def ladder(self, rule_id: str) -> tuple[float, float, float]:
+        """(info, warning, critical) durations in seconds of a duration-based rule: a run is
+        a finding from the first, warns from the second, is critical from the third."""
+        if rule_id == IDLE_RULE:
+            return (self.idle_info_s, self.idle_warn_s, self.idle_critical_s)
+        return (self.duration_for(rule_id), self.warning_duration_s, self.critical_duration_s)
+
+    def level(self, rule_id: str, duration_s: float) -> Severity:
+        """The ladder's severity of a `rule_id` run lasting `duration_s` (info below the
+        warning level, a run shorter than the minimum included: it covers its whole window)."""
+        _info, warn, act = self.ladder(rule_id)
+        if duration_s >= act:
+            return Severity.CRITICAL
+        if duration_s >= warn:
+            return Severity.WARNING
+        return Severity.INFO
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,13 +6,20 @@ one GPU entity) whose rows match a rule's mask; the job's GPUs are taken togethe
 (`FindingThresholds.duration_for`), or when it covers everything the frame shows of that job
 or GPU outside its warm-up (a single snapshot, such as one scraped dcgm-exporter page, is then
 judged on its one interval). `finding` turns a run into a `Finding` with its subject labels,
-window, impact (from the waste annotation) and a severity from impact and duration.
+window, impact (from the waste annotation) and a severity from impact and duration; the
+duration-based rules pass the severity of their ladder instead (`FindingThresholds.level`).
+
+A run's duration is the time its intervals cover, not the count of whole intervals: an
+interval that holds fewer samples than the host's full intervals (the job started or the
+recording stopped inside it) counts for that share of its length. A spell of a given length
+then measures the same whatever the phase of the interval grid against it, up to the one
+interval where the state changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -142,16 +149,39 @@ def owners(ctx: Context) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """Rows (indices into ctx.frame) of one owner in a state, over [start_ns, end_ns)."""
+    """Rows (indices into ctx.frame) of one owner in a state, over [start_ns, end_ns);
+    `covered_s`: the seconds its intervals cover (None: the whole window)."""
 
     rows: np.ndarray
     start_ns: int
     end_ns: int
     whole: bool  # covers all the owner's non-warm-up intervals
+    covered_s: float | None = None
 
     @property
     def duration_s(self) -> float:
+        if self.covered_s is not None:
+            return self.covered_s
         return (self.end_ns - self.start_ns) / 1e9
+
+
+def _read_covered(ctx: Context) -> np.ndarray:
+    step = _step0(ctx)
+    samples = floats(ctx, "samples")
+    if np.isnan(samples).all():
+        return step
+    host, _names = label_codes(ctx, "host")
+    full = np.zeros(int(host.max()) + 1 if host.size else 0)
+    np.fmax.at(full, host, samples)
+    share = np.divide(samples, full[host], out=np.ones_like(step), where=full[host] > 0)
+    share = np.where(np.isnan(share), 1.0, np.clip(share, 0.0, 1.0))
+    return np.asarray(step * share, dtype=np.float64)
+
+
+def covered(ctx: Context) -> np.ndarray:
+    """Per row, the seconds its interval covers: its length times its samples over the most
+    samples an interval of its host holds (the whole length without a sample count); cached."""
+    return ctx.cached("covered", _read_covered, ctx)
 
 
 def combined_codes(ctx: Context, *names: str) -> np.ndarray:
@@ -238,6 +268,7 @@ def runs(
     new_bucket = np.r_[True, (o[1:] != o[:-1]) | (st[1:] != st[:-1])]
     heads = np.flatnonzero(new_bucket)
     b_start, b_end, b_own = st[heads], np.maximum.reduceat(en, heads), o[heads]
+    b_cover = np.maximum.reduceat(covered(ctx)[rows], heads)  # a job's GPUs share the time
     # a gap: the next interval starts more than half an interval after this one ends
     gap = b_start[1:] > b_end[:-1] + (b_end[:-1] - b_start[:-1]) // 2
     new_run = np.r_[True, (b_own[1:] != b_own[:-1]) | gap]
@@ -245,6 +276,7 @@ def runs(
     firsts = np.flatnonzero(new_run)
     lasts = np.r_[firsts[1:], heads.size] - 1
     a, b = b_start[firsts], b_end[lasts]
+    cover = np.add.reduceat(b_cover, firsts) if firsts.size else np.zeros(0)
     run_of_row = run_of_bucket[np.cumsum(new_bucket) - 1]
     inside = st < b[run_of_row]  # (all but rows of intervals without a step)
     rows, run_of_row = rows[inside], run_of_row[inside]
@@ -256,7 +288,7 @@ def runs(
     owner_of = b_own[firsts]
     whole = (a <= first[owner_of]) & (b >= last[owner_of])
     out = [
-        Run(r, int(a[k]), int(b[k]), bool(whole[k]))
+        Run(r, int(a[k]), int(b[k]), bool(whole[k]), float(cover[k]))
         for k, r in zip(present.tolist(), parts, strict=True)
     ]
     return sorted(out, key=lambda r: (r.start_ns, int(r.rows[0])))
@@ -269,6 +301,57 @@ def qualifying(
     need = ctx.thresholds.duration_for(rule_id) if min_s is None else min_s
     whole = ctx.thresholds.whole_window
     return [r for r in runs(ctx, mask) if r.duration_s >= need or (whole and r.whole)]
+
+
+def _bucket_index(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted (owner, start) keys, row order) to find an owner's rows at a start."""
+    key = owner_codes(ctx).astype(np.int64) * (1 << 40) + (starts(ctx) // 1_000_000_000)
+    order = np.argsort(key, kind="stable")
+    return key[order], order
+
+
+def _rows_at(ctx: Context, owner: int, start_ns: int) -> np.ndarray:
+    keys, order = ctx.cached("bucket_index", _bucket_index, ctx)
+    key = owner * (1 << 40) + start_ns // 1_000_000_000
+    lo, hi = np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")
+    return np.asarray(order[lo:hi])
+
+
+def edge_seconds(ctx: Context, run: Run, signal: np.ndarray) -> float:
+    """Seconds of the two intervals just outside `run` (its owner's, adjacent to it) that were
+    likely in the run's state already. The interval where the state changes is classified as
+    one state, so a run gains or loses up to one interval with the phase of the interval grid;
+    reading that interval as a mix of its neighbours' `signal` (a per-row value that tells the
+    states apart, e.g. activity), its share in the run's state is
+    (outer - edge) / (outer - inner), clipped to 0..1, of the time it covers. Nothing for a
+    side without both neighbours or without contrast between them."""
+    if run.rows.size == 0:
+        return 0.0
+    own = int(owner_codes(ctx)[run.rows[0]])
+    cover = covered(ctx)
+    last = int(starts(ctx)[run.rows].max())
+    total = 0.0
+    for inner_at, sign in ((run.start_ns, -1), (last, 1)):
+        inner = _rows_at(ctx, own, inner_at)
+        step = round(float(np.max(_step0(ctx)[inner])) * 1e9) if inner.size else 0
+        if step <= 0:
+            continue
+        edge_at = inner_at + sign * step
+        edge, outer = _rows_at(ctx, own, edge_at), _rows_at(ctx, own, edge_at + sign * step)
+        if edge.size == 0 or outer.size == 0:
+            continue
+        x_in, x_edge, x_out = (nanmean(signal[r]) for r in (inner, edge, outer))
+        contrast = x_out - x_in
+        if any(is_nan(v) for v in (x_in, x_edge, x_out)) or abs(contrast) < 1e-6:
+            continue
+        share = min(1.0, max(0.0, (x_out - x_edge) / contrast))
+        total += share * float(np.max(cover[edge]))
+    return total
+
+
+def with_edges(ctx: Context, run: Run, signal: np.ndarray) -> Run:
+    """`run` with the `edge_seconds` of its neighbours added to its duration."""
+    return replace(run, covered_s=run.duration_s + edge_seconds(ctx, run, signal))
 
 
 def _weighted(ctx: Context, name: str) -> tuple[np.ndarray, np.ndarray]:

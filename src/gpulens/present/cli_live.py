@@ -91,15 +91,21 @@ def rules(
         Path, typer.Option("-o", "--output", help="Directory to write the files to.")
     ] = Path(),
     idle_for: Annotated[
-        str,
-        typer.Option(help="Alert when a GPU is idle but allocated this long (PromQL duration)."),
-    ] = "30m",
+        str | None,
+        typer.Option(
+            help="Alert when a GPU is idle but allocated this long (PromQL duration; default: "
+            "the idle finding's warning level, findings.idle_allocated.warn_minutes, 60 min)."
+        ),
+    ] = None,
     dcgm: Annotated[
         bool, typer.Option(help="Rules for a Prometheus that only scrapes dcgm-exporter.")
     ] = False,
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
 ) -> None:
     """Write Prometheus recording and alerting rules and the Grafana dashboard JSON."""
-    from gpulens.present.prometheus.rules import write_rules
+    from gpulens.present.prometheus.rules import promql_duration, write_rules
 
+    if idle_for is None:
+        idle_for = promql_duration(session.idle_ladder_s(load_config(config))[1])
     for path in write_rules(output, idle_for=idle_for, dcgm=dcgm):
         out.print(f"wrote {path}")

@@ -71,7 +71,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     port = _free_port()
     env = {
         **os.environ,
-        "GPULENS_THRESHOLDS_FINDINGS": "idle_warn_s=600",
+        "GPULENS_FINDINGS_IDLE_ALLOCATED_WARN_MINUTES": "10",
         "GPULENS_THRESHOLDS_MEMORY": "leak_min_duration_s=600",
         "GPULENS_AGENT_TRACE_DIRS": str(trace_dir),
         "GPULENS_AGENT_FINDINGS_EVERY_SECONDS": "10",

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gpulens.findings.context import FindingThresholds
 from gpulens.findings.model import Severity
 
 from .helpers import IDLE, NS, STEP, T0, findings, series
@@ -29,8 +30,52 @@ def test_idle_allocated_after_an_hour_warns_and_after_two_is_critical() -> None:
     assert "50.0 GB" in f.recommendation and "cull_idle_timeout" in f.recommendation
     (f,), _ = findings(busy + series(70, first=10, **IDLE), "idle_allocated")
     assert f.severity is Severity.WARNING
-    out, _ = findings(busy + series(50, first=10, **IDLE) + series(5, first=60), "idle_allocated")
+    # under an hour is info now (the ladder starts at 10 min), not dropped
+    (f,), _ = findings(busy + series(50, first=10, **IDLE) + series(5, first=60), "idle_allocated")
+    assert f.severity is Severity.INFO
+
+
+@pytest.mark.parametrize(
+    ("idle_min", "expected"),
+    [
+        (9, None),
+        (10, Severity.INFO),
+        (56, Severity.INFO),
+        (59, Severity.INFO),
+        (60, Severity.WARNING),
+        (119, Severity.WARNING),
+        (120, Severity.CRITICAL),
+    ],
+)
+def test_idle_ladder_is_info_warning_critical_at_10_60_120_min(
+    idle_min: int, expected: Severity | None
+) -> None:
+    rows = series(10) + series(idle_min, first=10, **IDLE) + series(5, first=10 + idle_min)
+    out, _ = findings(rows, "idle_allocated")
+    assert [f.severity for f in out] == ([] if expected is None else [expected])
+
+
+def test_idle_ladder_follows_the_configured_thresholds() -> None:
+    rows = series(10) + series(40, first=10, **IDLE) + series(5, first=50)
+    short = FindingThresholds(idle_info_s=5 * 60, idle_warn_s=30 * 60, idle_critical_s=45 * 60)
+    (f,), _ = findings(rows, "idle_allocated", thresholds=short)
+    assert f.severity is Severity.WARNING
+
+
+def test_a_partly_sampled_interval_counts_for_its_share() -> None:
+    # 10 idle minutes, the last interval holding a sixth of the samples of the others: the run
+    # covers 9 min 10 s, under the 10-minute minimum, so it is not (yet) a finding
+    idle = series(10, first=10, samples=60, **IDLE)
+    idle[-1] = {**idle[-1], "samples": 10}
+    out, _ = findings(
+        series(10, samples=60) + idle + series(5, first=20, samples=60), "idle_allocated"
+    )
     assert out == []
+    idle[-1] = {**idle[-1], "samples": 60}
+    (f,), _ = findings(
+        series(10, samples=60) + idle + series(5, first=20, samples=60), "idle_allocated"
+    )
+    assert _ev(f)["idle_seconds"] == pytest.approx(600.0)
 
 
 def test_hollow_busy_quotes_duty_sm_and_memory_headroom() -> None:

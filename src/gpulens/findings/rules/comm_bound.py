@@ -41,6 +41,7 @@ def check(ctx: Context) -> list[Finding]:
                 "compression (`register_comm_hook(state=None, hook=bf16_compress_hook)`), and "
                 "for FSDP `backward_prefetch=BACKWARD_PRE`; check `NCCL_DEBUG=INFO` that NCCL "
                 "uses NVLink/InfiniBand rather than PCIe or TCP.",
+                level=ctx.thresholds.level(RULE_ID, run.duration_s),
             )
         )
     return out

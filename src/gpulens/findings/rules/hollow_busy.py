@@ -50,6 +50,7 @@ def check(ctx: Context) -> list[Finding]:
                 evidence,
                 f"The GPU reports {duty:.0%} busy while only {sm:.0%} of its SMs work. "
                 f"{batch_advice(ctx, rows)} {fix}",
+                level=ctx.thresholds.level(RULE_ID, run.duration_s),
             )
         )
     return out

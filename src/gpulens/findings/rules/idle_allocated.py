@@ -1,12 +1,13 @@
-"""idle_allocated: a job holds GPU memory while its GPUs do no work (jobstats: 60 min warns,
-120 min is actionable)."""
+"""idle_allocated: a job holds GPU memory while its GPUs do no work. Its ladder (config
+`findings.idle_allocated.*_minutes`): info from 10 min, warning from 60 min, critical from
+120 min (jobstats: 60 min warns, 120 min is actionable)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from gpulens.findings.context import Context
-from gpulens.findings.model import Evidence, Finding, Severity, which_held
+from gpulens.findings.model import Evidence, Finding, which_held
 from gpulens.findings.runs import (
     finding,
     floats,
@@ -17,30 +18,26 @@ from gpulens.findings.runs import (
     nanmean,
     peak,
     qualifying,
+    with_edges,
 )
 
 RULE_ID = "idle_allocated"
 
 
 def check(ctx: Context) -> list[Finding]:
-    """Runs of `idle_allocated` intervals lasting `idle_warn_s` (or a per-rule override)."""
+    """Runs of `idle_allocated` intervals lasting `idle_info_s`, at the ladder's severity."""
     t = ctx.thresholds
-    need = t.min_duration.get(RULE_ID, t.idle_warn_s)
+    need = t.duration_for(RULE_ID)
     act = np.fmax(floats(ctx, "duty"), floats(ctx, "sm_active"))
     out = []
-    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID), need):
+    for found in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID), need):
+        run = with_edges(ctx, found, act)  # with the idle share of the state-change intervals
         rows = run.rows
         activity = nanmean(act[rows])
         held = np.fmax(
             peak(ctx, "memory_used_bytes", rows), peak(ctx, "process_memory_bytes", rows)
         )
-        level = (
-            Severity.CRITICAL
-            if run.duration_s >= t.idle_critical_s
-            else Severity.WARNING
-            if run.duration_s >= t.idle_warn_s
-            else Severity.INFO
-        )
+        level = t.level(RULE_ID, run.duration_s)
         evidence = [
             Evidence("activity", activity, ctx.states.idle_activity, "<=", "max(duty, SM active)"),
             *which_held(Evidence("duty", mean(ctx, "duty", rows), t.util_red, "<", "jobstats red")),

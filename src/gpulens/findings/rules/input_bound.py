@@ -70,6 +70,7 @@ def check(ctx: Context) -> list[Finding]:
                 f"input-bound for {hours(run.duration_s)}: SM active {sm:.2f} with {what}",
                 evidence,
                 loader + more,
+                level=ctx.thresholds.level(RULE_ID, run.duration_s),
             )
         )
     return out

@@ -82,6 +82,7 @@ def check(ctx: Context) -> list[Finding]:
                 f"pipe {fp32:.2f}",
                 evidence,
                 _precision_advice(model),
+                level=ctx.thresholds.level(RULE_ID, run.duration_s),
             )
         )
     return out

@@ -12,7 +12,8 @@ RULE_ID = "memory_bound"
 
 
 def check(ctx: Context) -> list[Finding]:
-    """Runs of `memory_bound` intervals; on an already optimised engine they are info."""
+    """Runs of `memory_bound` intervals at the duration ladder's severity; on an already
+    optimised engine they stay info (its fix is quantisation, not a code change)."""
     th = ctx.states
     out = []
     for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID)):
@@ -39,7 +40,7 @@ def check(ctx: Context) -> list[Finding]:
                 f"cache) to move fewer bytes per token, and batch more requests. "
                 f"{batch_advice(ctx, rows)}"
             )
-            level: Severity | None = Severity.INFO
+            level = Severity.INFO
         else:
             fix = (
                 "Move fewer bytes per FLOP: run in BF16/FP16 "
@@ -49,7 +50,7 @@ def check(ctx: Context) -> list[Finding]:
                 f"intensity with a larger batch. {batch_advice(ctx, rows)} For inference, "
                 "TensorRT with FP16 does all of this (see engine_migration)."
             )
-            level = None
+            level = ctx.thresholds.level(RULE_ID, run.duration_s)
         out.append(
             finding(
                 ctx,

@@ -124,6 +124,7 @@ def check(ctx: Context) -> list[Finding]:
                 evidence,
                 " ".join(fixes),
                 impact(ctx, rows, lost),
+                level=t.level(RULE_ID, run.duration_s),
             )
         )
     return out

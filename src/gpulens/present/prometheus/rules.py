@@ -2,7 +2,8 @@
 
 The rules are data (`rule_groups`), rendered to YAML by a small emitter (`to_yaml`: block
 style, PromQL as literal blocks, no YAML library needed). The alerts follow the findings rules
-of the same name (`rule_id` label): a GPU idle but allocated longer than `idle_for`, hollow
+of the same name (`rule_id` label): a GPU idle but allocated longer than `idle_for` (by
+default the idle finding's warning level, `findings.idle_allocated.warn_minutes`: 60 min), hollow
 busy (duty cycle high, SMs mostly empty), throttled, leaking memory, and jobs with little
 useful work; plus the agent's own health.
 
@@ -32,13 +33,30 @@ from typing import Any
 from gpulens import catalog
 from gpulens.analyze.efficiency import Thresholds
 from gpulens.collect.dcgm.fields import FIELD_IDS
+from gpulens.config import BY_KEY
 from gpulens.errors import ConfigError
 from gpulens.present.prometheus import grafana
 
 RULES_FILE = "gpulens.rules.yml"
 DCGM_RULES_FILE = "gpulens-dcgm.rules.yml"
 DASHBOARD_FILE = "gpulens.json"
-DEFAULT_IDLE_FOR = "30m"
+
+
+def promql_duration(seconds: float) -> str:
+    """Whole seconds as a Prometheus duration ("1h", "1h30m", "45s"); ConfigError under 1 s."""
+    rest = round(seconds)
+    if rest < 1:
+        raise ConfigError(f"an alert duration of {seconds:g} s is under one second")
+    parts = []
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        n, rest = divmod(rest, size)
+        if n:
+            parts.append(f"{n}{unit}")
+    return "".join(parts)
+
+
+#: the idle finding's warning level, as `gpulens rules` writes it without --idle-for
+DEFAULT_IDLE_FOR = promql_duration(BY_KEY["findings.idle_allocated.warn_minutes"].default * 60)
 #: one GPU entity in dcgm-exporter's labels: a whole GPU, or a MIG instance of it
 DCGM_GPU_KEY = "UUID, GPU_I_ID"
 #: jobstats: GPU utilisation below 15 % is red

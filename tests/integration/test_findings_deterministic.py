@@ -1,0 +1,153 @@
+"""Same input, same findings: the demo's fleet (same seed, same hour) judged the same whatever
+the wall-clock start, the worker count and the pace it was recorded at.
+
+The demo starts its fleet at "now minus the duration", so its phase against the report's 60 s
+interval grid changes from run to run; the notebook it idles for ~56 min used to be found in
+some runs only (it needed 60 min, or a run covering its whole window). Here one hour of the
+demo's default fleet is generated at several starts (phases 0, 17, 31 and 45 s against the
+grid, and days apart), through two worker processes, and through the paced recorder the demo
+uses for `--speed`; the report's findings must be the same set of (rule, subject, severity),
+with each evidence value within 1 % (timestamps measured from the fleet's start).
+
+Ratios (0..1) are held to one percentage point, or to one interval's share of the finding's
+window where that is more: a share of intervals or of samples moves by up to one interval
+when the grid's phase moves the interval where a state changes in or out of a run (the
+throttled GPU's short power-cap episode at the end of its warm-up, one of 54 intervals; the
+eager server's one transition interval in engine_migration's state share, one of 58). That
+is the 60 s interval's resolution, not a finding that changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpulens.app import session
+from gpulens.app.analysis import analyse
+from gpulens.clock import PacedClock
+from gpulens.config import load_config
+from gpulens.findings.model import Finding, Severity
+
+pytestmark = pytest.mark.slow
+
+NS = 1_000_000_000
+DAY_S = 86_400
+BASE_S = 1_796_155_200  # on the 60 s grid (and a multiple of an hour)
+SPAN_S = 3600  # the demo's default duration
+Simulate = Callable[..., Any]  # the `simulated_store` fixture (tests/conftest.py)
+Key = tuple[str, tuple[tuple[str, str], ...], Severity]
+Run = tuple[int, list[Finding]]  # the fleet's start and the report's findings
+
+# (offset of the start from BASE_S in seconds, worker processes)
+STARTS = [(0, 1), (17, 1), (31, 1), (45, 1), (DAY_S + 23, 2)]
+PACED_OFFSET_S = 3 * DAY_S + 52
+
+
+def _config(data_dir: Path) -> Any:
+    # the demo's settings (present/cli.py `demo`): 3 hosts × 4 GPUs, every scenario
+    return load_config(
+        env={},
+        overrides={
+            "data_dir": str(data_dir),
+            "host": "gen",
+            "store.flush_seconds": 300.0,
+            "collect.collectors": ["simulated"],
+            "simulated.hosts": 3,
+        },
+    )
+
+
+def _report(data_dir: Path) -> list[Finding]:
+    """The findings `gpulens report` gives over the whole store."""
+    cfg = _config(data_dir)
+    session.tidy_store(cfg, compact_min_age_seconds=0)
+    store = session.open_store(cfg.data_dir)
+    try:
+        view = analyse(
+            store,
+            prices=session.prices(cfg),
+            region=session.carbon_region(cfg),
+            **session.analysis_settings(cfg),
+        )
+    finally:
+        store.close()
+    return view.findings
+
+
+def _paced(data_dir: Path, start_ns: int) -> None:
+    """The demo's `--speed` path: the fleet recorded at a paced simulated clock."""
+    cfg = _config(data_dir)
+    fleet = session.simulated_fleet(cfg, start_ns)
+    clock = PacedClock(start_ns=start_ns, speed=1e6)
+    result = session.record(
+        cfg, session.fleet_collectors(fleet, clock), clock, duration_s=SPAN_S, inline=True
+    )
+    assert result.ticks == SPAN_S
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, simulated_store: Simulate) -> list[Run]:
+    out = []
+    for offset, workers in STARTS:
+        data_dir = tmp_path_factory.mktemp(f"start{offset}w{workers}")
+        start = (BASE_S + offset) * NS
+        simulated_store(data_dir, start, SPAN_S, hosts=3, flush_s=300.0, workers=workers)
+        out.append((start, _report(data_dir)))
+    data_dir = tmp_path_factory.mktemp("paced")
+    start = (BASE_S + PACED_OFFSET_S) * NS
+    _paced(data_dir, start)
+    out.append((start, _report(data_dir)))
+    return out
+
+
+def _key(f: Finding) -> Key:
+    return (f.rule_id, tuple(sorted(f.subject.items())), f.severity)
+
+
+def _evidence(start_ns: int, f: Finding) -> dict[str, float]:
+    """Evidence by metric; timestamps as seconds from the fleet's start."""
+    return {
+        e.metric: ((e.value - start_ns) / NS if e.metric.endswith("_ns") else e.value)
+        for e in f.evidence
+    }
+
+
+def _close(a: float, b: float, intervals: float) -> bool:
+    if 0.0 <= a <= 1.0 and 0.0 <= b <= 1.0:  # a ratio: points, at most one interval's share
+        return abs(a - b) <= max(0.01, 1.0 / max(intervals, 1.0)) + 1e-9
+    return abs(a - b) <= 0.01 * max(abs(a), abs(b))
+
+
+def test_the_same_fleet_gives_the_same_findings(runs: list[Run]) -> None:
+    (start0, first), *others = runs
+    want = sorted(_key(f) for f in first)
+    for start, found in others:
+        phase = (start - start0) // NS
+        assert sorted(_key(f) for f in found) == want, f"start +{phase} s"
+
+
+def test_evidence_agrees_within_one_percent(runs: list[Run]) -> None:
+    (start0, first), *others = runs
+    reference = {_key(f): _evidence(start0, f) for f in first}
+    differ = []
+    for start, found in others:
+        for f in found:
+            ref = reference.get(_key(f), {})
+            intervals = (f.window[1] - f.window[0]) / NS / 60.0
+            for metric, value in _evidence(start, f).items():
+                if metric in ref and not _close(ref[metric], value, intervals):
+                    phase = (start - start0) // NS
+                    differ.append((phase, f.rule_id, metric, ref[metric], value))
+    assert differ == []
+
+
+def test_the_notebook_is_found_every_time_at_its_ladder_severity(runs: list[Run]) -> None:
+    # the demo's notebook idles from the end of its warm-up (~4 min in) to the end of the hour
+    for _start, found in runs:
+        (idle,) = [f for f in found if f.rule_id == "idle_allocated"]
+        seconds = next(e.value for e in idle.evidence if e.metric == "idle_seconds")
+        assert 55 * 60 <= seconds < 57 * 60
+        assert idle.severity is Severity.INFO  # 10 min ≤ 56 min < 60 min
