@@ -10,7 +10,7 @@ window, impact (from the waste annotation) and a severity from impact and durati
 duration-based rules pass the severity of their ladder instead (`FindingThresholds.level`).
 
 A run's duration is the time its intervals cover, not the count of whole intervals: an
-interval that holds fewer samples than the host's full intervals (the job started or the
+interval that holds fewer samples than the GPU's full intervals (the job started or the
 recording stopped inside it) counts for that share of its length. A spell of a given length
 then measures the same whatever the phase of the interval grid against it, up to the one
 interval where the state changes.
@@ -170,17 +170,18 @@ def _read_covered(ctx: Context) -> np.ndarray:
     samples = floats(ctx, "samples")
     if np.isnan(samples).all():
         return step
-    host, _names = label_codes(ctx, "host")
-    full = np.zeros(int(host.max()) + 1 if host.size else 0)
-    np.fmax.at(full, host, samples)
-    share = np.divide(samples, full[host], out=np.ones_like(step), where=full[host] > 0)
+    gpu = combined_codes(ctx, "host", "gpu_uuid", "mig_instance")
+    full = np.zeros(int(gpu.max()) + 1 if gpu.size else 0)
+    np.fmax.at(full, gpu, samples)
+    share = np.divide(samples, full[gpu], out=np.ones_like(step), where=full[gpu] > 0)
     share = np.where(np.isnan(share), 1.0, np.clip(share, 0.0, 1.0))
     return np.asarray(step * share, dtype=np.float64)
 
 
 def covered(ctx: Context) -> np.ndarray:
     """Per row, the seconds its interval covers: its length times its samples over the most
-    samples an interval of its host holds (the whole length without a sample count); cached."""
+    samples an interval of its GPU entity holds (the whole length without a sample count);
+    cached."""
     return ctx.cached("covered", _read_covered, ctx)
 
 

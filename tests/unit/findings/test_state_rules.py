@@ -9,7 +9,7 @@ import pytest
 from gpulens.findings.context import FindingThresholds
 from gpulens.findings.model import Severity
 
-from .helpers import IDLE, NS, STEP, T0, findings, series
+from .helpers import BASE, IDLE, NS, STEP, T0, findings, series
 
 
 def _ev(f: Any) -> dict[str, float]:
@@ -163,3 +163,31 @@ def test_throttled_names_thermal_and_power_causes() -> None:
     (f,), _ = findings(capped, "throttled")
     assert f.summary.startswith("power throttling")
     assert "690.0 W of its 700.0 W limit" in f.recommendation
+
+
+def _mix(busy: float) -> dict[str, Any]:
+    """An interval busy for `busy` of its time (BASE's activity) and idle for the rest."""
+    keys = ("duty", "graphics_active", "sm_active", "sm_active_min", "sm_active_max")
+    return {k: busy * float(BASE[k]) for k in keys}
+
+
+def test_the_state_change_interval_adds_its_idle_share() -> None:
+    rows = series(10) + series(1, first=10, **_mix(0.5)) + series(20, first=11, **IDLE)
+    rows += series(5, first=31)
+    (f,), _ = findings(rows, "idle_allocated")
+    assert _ev(f)["idle_seconds"] == pytest.approx(20 * 60 + 30)  # half of the mixed minute
+
+
+@pytest.mark.parametrize("phase_s", [0, 7, 19, 30, 44, 59])
+def test_a_56_minute_idle_spell_measures_the_same_at_any_grid_phase(phase_s: int) -> None:
+    # busy, then idle from minute 10 + phase for 56 min, then busy: the intervals where the
+    # state changes hold a mix, as the store's 60 s aggregates do
+    begin, end = 600 + phase_s, 600 + phase_s + 56 * 60
+    rows = []
+    for m in range(75):
+        a, b = m * 60, m * 60 + 60
+        idle = max(0, min(b, end) - max(a, begin)) / 60
+        rows += series(1, first=m, **(IDLE if idle == 1 else _mix(1 - idle)))
+    (f,), _ = findings(rows, "idle_allocated")
+    assert _ev(f)["idle_seconds"] == pytest.approx(56 * 60, rel=0.01)
+    assert f.severity is Severity.INFO
