@@ -52,6 +52,22 @@ def test_demo_runs_the_fleet_and_summarises(
     assert list((data / "gpu").glob("date=*/*.parquet"))
 
 
+def test_demo_summary_separates_waste_from_headroom(
+    demo_store: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """The demo's one-line summary says wasted and headroom apart, as the report counts them."""
+    data, result = demo_store
+    report = run("report", "--data-dir", str(data), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    totals = json.loads(report.stdout)["totals"]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("Allocated"))
+    wasted = float(line.split(" wasted ")[1].split()[0])
+    headroom = float(line.split(" headroom ")[1].split()[0])
+    assert totals["headroom_gpu_hours"] > 0  # the healthy training job's remainder
+    assert wasted == pytest.approx(totals["wasted_gpu_hours"], rel=0.05, abs=0.01)
+    assert headroom == pytest.approx(totals["headroom_gpu_hours"], rel=0.05, abs=0.01)
+
+
 def test_query_formats(demo_store: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     data, _ = demo_store
     sql = "SELECT count(DISTINCT gpu_uuid) AS gpus, count(*) AS n FROM gpu"

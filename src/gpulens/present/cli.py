@@ -175,7 +175,9 @@ def _print_findings(cfg: Config, limit: int = 10) -> None:
         f"\nAllocated {human.number(t.get('allocated_gpu_hours', 0))} GPU-hours, useful "
         f"{human.number(t.get('useful_gpu_hours', 0))}, wasted "
         f"{human.number(t.get('wasted_gpu_hours', 0))} "
-        f"({human.money(t.get('wasted_cost', 0), t.get('currency', 'USD'))}). "
+        f"({human.money(t.get('wasted_cost', 0), t.get('currency', 'USD'))}), headroom "
+        f"{human.number(t.get('headroom_gpu_hours', 0))} in healthy work "
+        "(already efficient: kernel-level tuning). "
         f"Findings ({len(view.findings)}):"
     )
     for f in view.findings[:limit]:
