@@ -4,17 +4,29 @@ the wall-clock start, the worker count and the pace it was recorded at.
 The demo starts its fleet at "now minus the duration", so its phase against the report's 60 s
 interval grid changes from run to run; the notebook it idles for ~56 min used to be found in
 some runs only (it needed 60 min, or a run covering its whole window). Here one hour of the
-demo's default fleet is generated at several starts (phases 0, 17, 31 and 45 s against the
-grid, and days apart), through two worker processes, and through the paced recorder the demo
-uses for `--speed`; the report's findings must be the same set of (rule, subject, severity),
-with each evidence value within 1 % (timestamps measured from the fleet's start).
+demo's default fleet is generated at several starts (phases 0, 8, 17, 31, 45 and 53 s against
+the grid, and days apart), through two worker processes, and through the paced recorder the
+demo uses for `--speed`; the report's findings must be the same set of (rule, subject,
+severity), with each evidence value within 1 % (timestamps measured from the fleet's start).
 
-Ratios (0..1) are held to one percentage point, or to one interval's share of the finding's
-window where that is more: a share of intervals or of samples moves by up to one interval
-when the grid's phase moves the interval where a state changes in or out of a run (the
-throttled GPU's short power-cap episode at the end of its warm-up, one of 54 intervals; the
-eager server's one transition interval in engine_migration's state share, one of 58). That
-is the 60 s interval's resolution, not a finding that changes.
+Ratios (0..1) are held to 1 % of the larger value too, or to half a percentage point where
+both lie below 0.05: near 0 a relative bound means nothing (the notebook's idle activity is
+0.000 at one phase and 0.0007 at another, both "idle"), and half a point is well inside what
+any threshold tells apart. The duration-ladder rules read the interval where their state
+changes for its share and leave it out of their means (findings/runs.py `with_edges`), so
+their shares (throttled's `throttle_power` / `throttle_thermal`, one mixed interval of 54)
+no longer move with it.
+
+Two figures are held to one interval's share of the finding's window instead:
+- engine_migration's `state_share` is, by definition, the share of the workload's whole
+  steady intervals classified in the target states (analyze/engines.py, the same figure the
+  workloads page shows): the interval where the eager server's warm-up ends is one state or
+  the other, and where the grid puts the warm-up's end decides whether it is steady at all,
+  so numerator and denominator both move by whole intervals (one of 58: 1.7 points).
+- memory_leak's `duration_s` and `growth_bytes` (its rate times that duration) span the
+  leak's window in whole intervals from the first steady one (analyze/memory.py), which
+  covers 54 or 55 intervals with the phase (3240 or 3300 s): not yet read for coverage and
+  the warm-up's end. Its rate, fit and projected out-of-memory time hold to 1 %.
 """
 
 from __future__ import annotations
@@ -42,7 +54,7 @@ Key = tuple[str, tuple[tuple[str, str], ...], Severity]
 Run = tuple[int, list[Finding]]  # the fleet's start and the report's findings
 
 # (offset of the start from BASE_S in seconds, worker processes)
-STARTS = [(0, 1), (17, 1), (31, 1), (45, 1), (DAY_S + 23, 2)]
+STARTS = [(0, 1), (8, 1), (17, 1), (31, 1), (45, 1), (53, 1), (DAY_S + 23, 2)]
 PACED_OFFSET_S = 3 * DAY_S + 52
 
 
@@ -115,10 +127,22 @@ def _evidence(start_ns: int, f: Finding) -> dict[str, float]:
     }
 
 
-def _close(a: float, b: float, intervals: float) -> bool:
-    if 0.0 <= a <= 1.0 and 0.0 <= b <= 1.0:  # a ratio: points, at most one interval's share
-        return abs(a - b) <= max(0.01, 1.0 / max(intervals, 1.0)) + 1e-9
-    return abs(a - b) <= 0.01 * max(abs(a), abs(b))
+# (rule, metric) held to one interval's share of the window (see the module's docstring)
+WHOLE_INTERVALS = {
+    ("engine_migration", "state_share"),
+    ("memory_leak", "duration_s"),
+    ("memory_leak", "growth_bytes"),
+}
+
+
+def _close(rule: str, metric: str, a: float, b: float, intervals: float) -> bool:
+    bound = 0.01 * max(abs(a), abs(b))
+    if (rule, metric) in WHOLE_INTERVALS:
+        whole = 1.0 if metric == "state_share" else max(abs(a), abs(b))  # a ratio: of 1
+        bound = max(bound, whole / max(intervals, 1.0))
+    elif 0.0 <= a < 0.05 and 0.0 <= b < 0.05:  # a ratio near 0: half a point
+        bound = max(bound, 0.005)
+    return abs(a - b) <= bound + 1e-9
 
 
 def test_the_same_fleet_gives_the_same_findings(runs: list[Run]) -> None:
@@ -138,7 +162,7 @@ def test_evidence_agrees_within_one_percent(runs: list[Run]) -> None:
             ref = reference.get(_key(f), {})
             intervals = (f.window[1] - f.window[0]) / NS / 60.0
             for metric, value in _evidence(start, f).items():
-                if metric in ref and not _close(ref[metric], value, intervals):
+                if metric in ref and not _close(f.rule_id, metric, ref[metric], value, intervals):
                     phase = (start - start0) // NS
                     differ.append((phase, f.rule_id, metric, ref[metric], value))
     assert differ == []

@@ -13,7 +13,13 @@ A run's duration is the time its intervals cover, not the count of whole interva
 interval that holds fewer samples than the GPU's full intervals (the job started or the
 recording stopped inside it) counts for that share of its length. A spell of a given length
 then measures the same whatever the phase of the interval grid against it, up to the one
-interval where the state changes.
+interval where the state changes. `with_edges` reads that interval too: the duration-ladder
+rules pass `qualifying` a signal that tells their state from its surroundings, and each run's
+first and last intervals and their outside neighbours count in its duration for the share of
+their covered seconds the signal puts in the state, so the ladder's severity does not depend
+on the grid's phase either. Evidence means (`mean`) weight each interval by the seconds it
+covers, so a partly sampled interval counts for its samples, not for its whole length; a
+run's means leave out its boundary intervals that hold a mix of both states.
 """
 
 from __future__ import annotations
@@ -150,13 +156,16 @@ def owners(ctx: Context) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class Run:
     """Rows (indices into ctx.frame) of one owner in a state, over [start_ns, end_ns);
-    `covered_s`: the seconds its intervals cover (None: the whole window)."""
+    `covered_s`: the seconds its intervals cover (None: the whole window); `weighted`: the
+    rows its evidence means read and the seconds each counts for (None: `rows` by the seconds
+    they cover; `with_edges` sets it)."""
 
     rows: np.ndarray
     start_ns: int
     end_ns: int
     whole: bool  # covers all the owner's non-warm-up intervals
     covered_s: float | None = None
+    weighted: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def duration_s(self) -> float:
@@ -296,78 +305,126 @@ def runs(
 
 
 def qualifying(
-    ctx: Context, rule_id: str, mask: np.ndarray, min_s: float | None = None
+    ctx: Context,
+    rule_id: str,
+    mask: np.ndarray,
+    min_s: float | None = None,
+    signal: np.ndarray | None = None,
+    owner: np.ndarray | None = None,
 ) -> list[Run]:
-    """Runs of `mask` long enough for `rule_id` (or covering their owner's whole window)."""
+    """Runs of `mask` long enough for `rule_id` (or covering their owner's whole window);
+    with `signal`, each run `with_edges` first, so its length counts the state-change
+    intervals' shares (`owner`: per row, an integer owner code; default `owner_codes`)."""
     need = ctx.thresholds.duration_for(rule_id) if min_s is None else min_s
     whole = ctx.thresholds.whole_window
-    return [r for r in runs(ctx, mask) if r.duration_s >= need or (whole and r.whole)]
+    found = runs(ctx, mask, owner)
+    if signal is not None and found:
+        own, index = _owner_index(ctx, owner)
+        found = [_with_edges(ctx, r, signal, own, index) for r in found]
+    return [r for r in found if r.duration_s >= need or (whole and r.whole)]
 
 
-def _bucket_index(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+def _bucket_index(ctx: Context, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted (owner, start) keys, row order) to find an owner's rows at a start."""
-    key = owner_codes(ctx).astype(np.int64) * (1 << 40) + (starts(ctx) // 1_000_000_000)
+    key = own.astype(np.int64) * (1 << 40) + (starts(ctx) // 1_000_000_000)
     order = np.argsort(key, kind="stable")
     return key[order], order
 
 
-def _rows_at(ctx: Context, owner: int, start_ns: int) -> np.ndarray:
-    keys, order = ctx.cached("bucket_index", _bucket_index, ctx)
+def _rows_at(index: tuple[np.ndarray, np.ndarray], owner: int, start_ns: int) -> np.ndarray:
+    keys, order = index
     key = owner * (1 << 40) + start_ns // 1_000_000_000
     lo, hi = np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")
     return np.asarray(order[lo:hi])
 
 
-def edge_seconds(ctx: Context, run: Run, signal: np.ndarray) -> float:
-    """Seconds of the two intervals just outside `run` (its owner's, adjacent to it) that were
-    likely in the run's state already. The interval where the state changes is classified as
-    one state, so a run gains or loses up to one interval with the phase of the interval grid;
-    reading that interval as a mix of its neighbours' `signal` (a per-row value that tells the
-    states apart, e.g. activity), its share in the run's state is
-    (outer - edge) / (outer - inner), clipped to 0..1, of the time it covers. Nothing for a
-    side without both neighbours or without contrast between them."""
+def with_edges(ctx: Context, run: Run, signal: np.ndarray, owner: np.ndarray | None = None) -> Run:
+    """`run` with the intervals where its state changes counted for their share in it.
+
+    The interval where the state changes holds a mix of both states but is classified as one,
+    so a run gains or loses up to one interval with the phase of the interval grid. On each
+    side, the run's boundary interval (its first, or its last) and the owner's interval just
+    outside it are read as mixes of the levels of `signal` (a per-row value that tells the
+    run's state from its surroundings, e.g. activity) inside the run (the interval next to the
+    boundary one, or the boundary one in a one-interval run) and beyond the outside one: an
+    interval at x is (outer - x) / (outer - inner) in the state, clipped to 0..1. The run's
+    duration counts the boundary interval for that share of the seconds it covers and adds the
+    outside one's share. Its evidence means (`weighted`) leave out a boundary interval read as
+    partly outside the state: its figures mix both states, and its part in the state is taken
+    to look like the rest of the run (the outside interval, classified out of the state, is
+    not read either); a run of nothing but such intervals weighs them by their shares. A side
+    without both outside intervals or without contrast between the levels is left as it is
+    (the boundary interval counts whole). `owner`: per row, an integer owner code (the rows
+    `runs` grouped the run by; default `owner_codes`)."""
+    return _with_edges(ctx, run, signal, *_owner_index(ctx, owner))
+
+
+def _owner_index(
+    ctx: Context, owner: np.ndarray | None
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """(owner code per row, `_bucket_index` of those codes); `owner_codes`' index is cached."""
+    if owner is None:
+        own = owner_codes(ctx)
+        return own, ctx.cached("bucket_index", _bucket_index, ctx, own)
+    own = owner.astype(np.int64, copy=False)
+    return own, _bucket_index(ctx, own)
+
+
+def _with_edges(
+    ctx: Context,
+    run: Run,
+    signal: np.ndarray,
+    own: np.ndarray,
+    index: tuple[np.ndarray, np.ndarray],
+) -> Run:
     if run.rows.size == 0:
-        return 0.0
-    own = int(owner_codes(ctx)[run.rows[0]])
-    cover = covered(ctx)
-    last = int(starts(ctx)[run.rows].max())
-    total = 0.0
-    for inner_at, sign in ((run.start_ns, -1), (last, 1)):
-        inner = _rows_at(ctx, own, inner_at)
-        step = round(float(np.max(_step0(ctx)[inner])) * 1e9) if inner.size else 0
-        if step <= 0:
+        return run
+    who = int(own[run.rows[0]])
+    cover, step, start = covered(ctx), _step0(ctx), starts(ctx)
+    at = np.unique(start[run.rows])  # the run's interval starts, ascending
+    rows, weight = run.rows, cover[run.rows].copy()
+    shares = weight.copy()  # the seconds in the state, for a run of mixed intervals only
+    seconds = run.duration_s
+    for side, sign in ((0, -1), (-1, 1)):
+        mine = start[rows] == at[side]  # the run's rows in its boundary interval
+        width = round(float(np.max(step[rows[mine]])) * 1e9)
+        if width <= 0:
             continue
-        edge_at = inner_at + sign * step
-        edge, outer = _rows_at(ctx, own, edge_at), _rows_at(ctx, own, edge_at + sign * step)
+        edge_at = int(at[side]) + sign * width
+        edge = _rows_at(index, who, edge_at)
+        outer = _rows_at(index, who, edge_at + sign * width)
         if edge.size == 0 or outer.size == 0:
             continue
-        x_in, x_edge, x_out = (nanmean(signal[r]) for r in (inner, edge, outer))
+        inner = _rows_at(index, who, int(at[side - sign] if at.size > 1 else at[side]))
+        bounds = _rows_at(index, who, int(at[side]))
+        x_in, x_bound, x_edge, x_out = (nanmean(signal[r]) for r in (inner, bounds, edge, outer))
         contrast = x_out - x_in
-        if any(is_nan(v) for v in (x_in, x_edge, x_out)) or abs(contrast) < 1e-6:
+        if any(is_nan(v) for v in (x_in, x_bound, x_edge, x_out)) or abs(contrast) < 1e-6:
             continue
+        bound = min(1.0, max(0.0, (x_out - x_bound) / contrast)) if at.size > 1 else 1.0
         share = min(1.0, max(0.0, (x_out - x_edge) / contrast))
-        total += share * float(np.max(cover[edge]))
-    return total
+        seconds += share * float(np.max(cover[edge])) - (1.0 - bound) * float(
+            np.max(cover[rows[mine]])
+        )
+        shares[mine] *= bound
+        if bound < 1.0:  # a mix of both states: its part in the state looks like the rest
+            weight[mine] = 0.0
+    return replace(run, covered_s=seconds, weighted=(rows, weight if weight.any() else shares))
 
 
-def with_edges(ctx: Context, run: Run, signal: np.ndarray) -> Run:
-    """`run` with the `edge_seconds` of its neighbours added to its duration."""
-    return replace(run, covered_s=run.duration_s + edge_seconds(ctx, run, signal))
-
-
-def _weighted(ctx: Context, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(rows where `name` is known and the step positive, value × step) of column `name`."""
-    x, w = floats(ctx, name), _step0(ctx)
-    return ~np.isnan(x) & (w > 0), x * w
-
-
-def mean(ctx: Context, name: str, rows: np.ndarray) -> float:
-    """Step-weighted mean of column `name` over `rows` (NaN when none is known)."""
-    ok, xw = ctx.cached("weighted:" + name, _weighted, ctx, name)
-    known = rows[ok[rows]]
-    if known.size == 0:
+def mean(ctx: Context, name: str | np.ndarray, rows: np.ndarray | Run) -> float:
+    """Mean of column `name` (or of per-row `name` values) over `rows`, each row weighted by
+    the seconds its interval covers (a `Run`: over its `weighted` rows and seconds); NaN when
+    none is known."""
+    if isinstance(rows, Run):
+        picked, weight = rows.weighted or (rows.rows, covered(ctx)[rows.rows])
+    else:
+        picked, weight = rows, covered(ctx)[rows]
+    x = (floats(ctx, name) if isinstance(name, str) else name)[picked]
+    ok = ~np.isnan(x) & (weight > 0)
+    if not ok.any():
         return float("nan")
-    return float(np.add.reduce(xw[known]) / np.add.reduce(_step0(ctx)[known]))
+    return float(np.add.reduce(x[ok] * weight[ok]) / np.add.reduce(weight[ok]))
 
 
 def nanmean(x: np.ndarray) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
 from gpulens.findings.peers import stragglers
-from gpulens.findings.runs import equals, finding, hours, in_states, mean, qualifying
+from gpulens.findings.runs import equals, finding, floats, hours, in_states, mean, qualifying
 
 RULE_ID = "comm_bound"
 
@@ -17,11 +17,10 @@ def check(ctx: Context) -> list[Finding]:
     explained = {s.job_id for s in stragglers(ctx)}
     mask = in_states(ctx, RULE_ID) & ~equals(ctx, "job_id", *explained)
     out = []
-    for run in qualifying(ctx, RULE_ID, mask):
-        rows = run.rows
-        sm = mean(ctx, "sm_active", rows)
-        nvlink = mean(ctx, "nvlink_bps", rows)
-        pcie = mean(ctx, "pcie_rx_bps", rows) + mean(ctx, "pcie_tx_bps", rows)
+    for run in qualifying(ctx, RULE_ID, mask, signal=floats(ctx, "sm_active")):
+        sm = mean(ctx, "sm_active", run)
+        nvlink = mean(ctx, "nvlink_bps", run)
+        pcie = mean(ctx, "pcie_rx_bps", run) + mean(ctx, "pcie_tx_bps", run)
         evidence = [
             Evidence("sm_active", sm, th.sm_good, "<", "while a peer GPU of the job is busier"),
             Evidence("nvlink_bps", nvlink),

@@ -15,10 +15,8 @@ from gpulens.findings.runs import (
     hours,
     in_states,
     mean,
-    nanmean,
     peak,
     qualifying,
-    with_edges,
 )
 
 RULE_ID = "idle_allocated"
@@ -30,17 +28,17 @@ def check(ctx: Context) -> list[Finding]:
     need = t.duration_for(RULE_ID)
     act = np.fmax(floats(ctx, "duty"), floats(ctx, "sm_active"))
     out = []
-    for found in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID), need):
-        run = with_edges(ctx, found, act)  # with the idle share of the state-change intervals
+    # with the idle share of the state-change intervals, read from the activity
+    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID), need, act):
         rows = run.rows
-        activity = nanmean(act[rows])
+        activity = mean(ctx, act, run)
         held = np.fmax(
             peak(ctx, "memory_used_bytes", rows), peak(ctx, "process_memory_bytes", rows)
         )
         level = t.level(RULE_ID, run.duration_s)
         evidence = [
             Evidence("activity", activity, ctx.states.idle_activity, "<=", "max(duty, SM active)"),
-            *which_held(Evidence("duty", mean(ctx, "duty", rows), t.util_red, "<", "jobstats red")),
+            *which_held(Evidence("duty", mean(ctx, "duty", run), t.util_red, "<", "jobstats red")),
             # held: more than the driver's memory in use, or a process on the GPU
             *which_held(
                 Evidence("memory_held_bytes", held, ctx.states.idle_memory_bytes, ">"),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, which_held
-from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
+from gpulens.findings.runs import finding, floats, hours, in_states, mean, qualifying
 from gpulens.numbers import is_nan
 
 RULE_ID = "input_bound"
@@ -13,25 +15,26 @@ RULE_ID = "input_bound"
 def check(ctx: Context) -> list[Finding]:
     """Runs of `input_bound` intervals, with the input pipeline's numbers and DataLoader fixes."""
     th = ctx.states
+    waiting = floats(ctx, "data_wait")  # the data wait where reported, else the host CPU
+    starved = np.where(np.isnan(waiting), floats(ctx, "host_cpu"), waiting)
     out = []
-    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID)):
-        rows = run.rows
-        sm = mean(ctx, "sm_active", rows)
-        wait, cpu = mean(ctx, "data_wait", rows), mean(ctx, "host_cpu", rows)
-        iowait = mean(ctx, "host_iowait", rows)
-        swing = mean(ctx, "sm_active_max", rows) - mean(ctx, "sm_active_min", rows)
+    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID), signal=starved):
+        sm = mean(ctx, "sm_active", run)
+        wait, cpu = mean(ctx, "data_wait", run), mean(ctx, "host_cpu", run)
+        iowait = mean(ctx, "host_iowait", run)
+        swing = mean(ctx, "sm_active_max", run) - mean(ctx, "sm_active_min", run)
         # the state's activity: SM active, else graphics-engine active, else duty cycle
         act, act_name = sm, "sm_active"
         for name in ("graphics_active", "duty"):
             if is_nan(act):
-                act, act_name = mean(ctx, name, rows), name
+                act, act_name = mean(ctx, name, run), name
         # starved: the data wait where reported, else a saturated host CPU with gaps (SM
         # swinging, or a duty cycle below busy)
         gaps = [
             Evidence("sm_active_swing", swing, th.sm_swing, ">=", "max - min within an interval")
         ]
         if act_name != "duty":
-            duty = mean(ctx, "duty", rows)
+            duty = mean(ctx, "duty", run)
             gaps.append(Evidence("duty", duty, th.duty_busy, "<", "gaps between kernels"))
         evidence = [
             *which_held(

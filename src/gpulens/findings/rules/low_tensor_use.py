@@ -58,10 +58,11 @@ def check(ctx: Context) -> list[Finding]:
     quiet &= ~np.isnan(tensor) & (np.nan_to_num(tensor) < th.tensor_min)
     mask = (fp32_state | quiet) & _has_tensor_cores(ctx)
     out = []
-    for run in qualifying(ctx, RULE_ID, mask):
+    # what sets the state apart: SMs at work, tensor cores not
+    for run in qualifying(ctx, RULE_ID, mask, signal=sm - tensor):
         rows = run.rows
-        t_mean, fp32 = mean(ctx, "tensor_active", rows), mean(ctx, "fp32_active", rows)
-        sm_mean = mean(ctx, "sm_active", rows)
+        t_mean, fp32 = mean(ctx, "tensor_active", run), mean(ctx, "fp32_active", run)
+        sm_mean = mean(ctx, "sm_active", run)
         evidence = [
             *which_held(
                 Evidence("tensor_active", t_mean, th.tensor_min, "<", "tensor cores nearly idle")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from gpulens.findings.advice import batch_advice, engine_of, optimised
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity, which_held
-from gpulens.findings.runs import finding, hours, in_states, mean, qualifying
+from gpulens.findings.runs import finding, floats, hours, in_states, mean, qualifying
 from gpulens.numbers import is_nan
 
 RULE_ID = "memory_bound"
@@ -15,11 +17,14 @@ def check(ctx: Context) -> list[Finding]:
     """Runs of `memory_bound` intervals at the duration ladder's severity; on an already
     optimised engine they stay info (its fix is quantisation, not a code change)."""
     th = ctx.states
+    # the memory traffic sets the state apart: DRAM active, else memory-copy utilisation
+    dram_active = floats(ctx, "dram_active")
+    traffic_signal = np.where(np.isnan(dram_active), floats(ctx, "mem_copy"), dram_active)
     out = []
-    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID)):
+    for run in qualifying(ctx, RULE_ID, in_states(ctx, RULE_ID), signal=traffic_signal):
         rows = run.rows
-        dram, copy = mean(ctx, "dram_active", rows), mean(ctx, "mem_copy", rows)
-        tensor, fp32 = mean(ctx, "tensor_active", rows), mean(ctx, "fp32_active", rows)
+        dram, copy = mean(ctx, "dram_active", run), mean(ctx, "mem_copy", run)
+        tensor, fp32 = mean(ctx, "tensor_active", run), mean(ctx, "fp32_active", run)
         engine = engine_of(ctx, rows)
         # DRAM active where reported, else memory-copy utilisation; a pipe not reported
         # counts as idle

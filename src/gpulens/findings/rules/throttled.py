@@ -19,7 +19,7 @@ from gpulens.findings.runs import (
     in_states,
     label_codes,
     mean,
-    runs,
+    qualifying,
 )
 from gpulens.numbers import is_nan
 
@@ -67,23 +67,21 @@ def check(ctx: Context) -> list[Finding]:
     clock, top, limit = floats(ctx, "sm_clock_hz"), _max_clock(ctx), _limit(ctx)
     ratio = clock / top
     out = []
-    need, whole = t.duration_for(RULE_ID), t.whole_window
-    for run in runs(ctx, mask, gpu_owner):
-        if not (run.duration_s >= need or (whole and run.whole)):
-            continue
+    # the clock ratio sets the state apart from the intervals around it
+    for run in qualifying(ctx, RULE_ID, mask, signal=ratio, owner=gpu_owner):
         rows = run.rows
-        r = float(np.nanmean(ratio[rows])) if (~np.isnan(ratio[rows])).any() else float("nan")
-        power = mean(ctx, "power_w", rows)
-        lim = float(np.nanmean(limit[rows])) if (~np.isnan(limit[rows])).any() else float("nan")
-        flag_p, flag_t = mean(ctx, "throttle_power", rows), mean(ctx, "throttle_thermal", rows)
-        temp = mean(ctx, "temperature_c", rows)
+        r = mean(ctx, ratio, run)
+        power = mean(ctx, "power_w", run)
+        lim = mean(ctx, limit, run)
+        flag_p, flag_t = mean(ctx, "throttle_power", run), mean(ctx, "throttle_thermal", run)
+        temp = mean(ctx, "temperature_c", run)
         flagged = not is_nan(flag_p) and flag_p >= th.throttle_fraction
         by_power = flagged or bool(capped[rows].any())
         by_heat = not is_nan(flag_t) and flag_t >= th.throttle_fraction
         causes = [c for c, on in (("power", by_power), ("thermal", by_heat)) if on] or ["unknown"]
         evidence = [
             Evidence("clock_ratio", r, th.clock_throttled, "<", "SM clock / maximum"),
-            Evidence("sm_clock_hz", mean(ctx, "sm_clock_hz", rows)),
+            Evidence("sm_clock_hz", mean(ctx, "sm_clock_hz", run)),
             # the cause: at the power limit, or power or thermal clock-event flags
             *which_held(
                 Evidence("power_w", power, th.power_capped_ratio * lim, ">=", f"limit {lim:.1f} W"),
@@ -112,8 +110,8 @@ def check(ctx: Context) -> list[Finding]:
             fixes.append("Read the clock-event reasons: `nvidia-smi -q -d PERFORMANCE`.")
         deficit = np.clip(1.0 - np.nan_to_num(ratio[rows], nan=1.0), 0.0, 1.0)
         lost = floats(ctx, "allocated_s")[rows] * deficit
-        clock_mhz = mean(ctx, "sm_clock_hz", rows) / 1e6
-        top_mhz = float(np.nanmean(top[rows])) / 1e6
+        clock_mhz = mean(ctx, "sm_clock_hz", run) / 1e6
+        top_mhz = mean(ctx, top, run) / 1e6
         out.append(
             finding(
                 ctx,
