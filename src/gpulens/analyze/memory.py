@@ -127,6 +127,17 @@ def memory_peaks(frame: pa.Table) -> pa.Table:
     return pa.table(cols, schema=_PEAK_SCHEMA)
 
 
+JOB_PEAK_COLUMNS = (
+    "gpus",
+    "peak_used_bytes",
+    "peak_process_bytes",
+    "memory_total_bytes",
+    "headroom_bytes",
+    "headroom_ratio",
+)
+"""The columns `job_memory_peaks` gives per job, after `job_id`."""
+
+
 def job_memory_peaks(peaks: pa.Table) -> pa.Table:
     """Per job (rows of `memory_peaks` with a job_id): GPUs, worst peak and smallest headroom."""
     with_job = peaks.filter(peaks.column("job_id").is_valid())
@@ -142,17 +153,7 @@ def job_memory_peaks(peaks: pa.Table) -> pa.Table:
                 ("headroom_ratio", "min"),
             ]
         )
-        .rename_columns(
-            [
-                "job_id",
-                "gpus",
-                "peak_used_bytes",
-                "peak_process_bytes",
-                "memory_total_bytes",
-                "headroom_bytes",
-                "headroom_ratio",
-            ]
-        )
+        .rename_columns(["job_id", *JOB_PEAK_COLUMNS])
     )
 
 

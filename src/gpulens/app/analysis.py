@@ -28,7 +28,12 @@ from gpulens.analyze import fairness, fleet, rollups, waste
 from gpulens.analyze.baselines import BaselineSettings, run_verdicts
 from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.efficiency import Thresholds, classify, useful_work
-from gpulens.analyze.memory import MemorySettings, job_memory_peaks, memory_peaks
+from gpulens.analyze.memory import (
+    JOB_PEAK_COLUMNS,
+    MemorySettings,
+    job_memory_peaks,
+    memory_peaks,
+)
 from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
 from gpulens.findings.context import FindingThresholds
@@ -270,14 +275,6 @@ _EVIDENCE = (
     "baseline",
     "runs",
 )
-_MEMORY = (
-    "gpus",
-    "peak_used_bytes",
-    "peak_process_bytes",
-    "memory_total_bytes",
-    "headroom_bytes",
-    "headroom_ratio",
-)
 
 
 def _jobs(verdicts: pa.Table, peaks: pa.Table) -> list[dict[str, Any]]:
@@ -298,7 +295,7 @@ def _jobs(verdicts: pa.Table, peaks: pa.Table) -> list[dict[str, Any]]:
                 "verdict": v["verdict"],
                 "reason": v["reason"],
                 "evidence": evidence,
-                **{k: mem.get(k) for k in _MEMORY},
+                **{k: mem.get(k) for k in JOB_PEAK_COLUMNS},
             }
         )
     for job, mem in memory.items():
@@ -310,7 +307,7 @@ def _jobs(verdicts: pa.Table, peaks: pa.Table) -> list[dict[str, Any]]:
                     "verdict": "unknown",
                     "reason": "only warm-up intervals in this window",
                     "evidence": None,
-                    **{k: mem.get(k) for k in _MEMORY},
+                    **{k: mem.get(k) for k in JOB_PEAK_COLUMNS},
                 }
             )
     rows.sort(key=lambda r: (_VERDICT_ORDER[r["verdict"]], str(r["job_id"]), str(r["workload"])))

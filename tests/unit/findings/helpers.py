@@ -68,3 +68,13 @@ def findings(rows: list[dict[str, Any]], rule: str, **kwargs: Any) -> tuple[list
     beyond what classify finds)."""
     ctx = build_context(frame(rows), **kwargs)
     return run_rules(ctx, only=[rule]), ctx
+
+
+def ddp_rows(sm: list[list[float]], clocks: list[float]) -> list[dict[str, Any]]:
+    """One data-parallel job on len(sm) GPUs: per GPU its SM activity per minute and SM clock."""
+    rows = []
+    for g, (values, clock) in enumerate(zip(sm, clocks, strict=True)):
+        for m, v in enumerate(values):
+            rows += series(1, first=m, gpu_uuid=f"GPU-{g}", gpu_index=str(g), sm_active=v,
+                           sm_clock_hz=clock, pid=str(100 + g))  # fmt: skip
+    return rows

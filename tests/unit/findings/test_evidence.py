@@ -10,7 +10,7 @@ import pytest
 
 from gpulens.findings.model import Evidence, Finding, which_held
 
-from .helpers import IDLE, series
+from .helpers import IDLE, ddp_rows, series
 from .helpers import findings as rule_findings
 
 
@@ -121,24 +121,15 @@ def test_throttled_shows_the_cause_that_held(
     assert ev["clock_ratio"].comparison == "<"
 
 
-def _ddp(sm: list[list[float]], clocks: list[float]) -> list[dict[str, Any]]:
-    rows = []
-    for g, (values, clock) in enumerate(zip(sm, clocks, strict=True)):
-        for m, v in enumerate(values):
-            rows += series(1, first=m, gpu_uuid=f"GPU-{g}", gpu_index=str(g), sm_active=v,
-                           sm_clock_hz=clock, pid=str(100 + g))  # fmt: skip
-    return rows
-
-
 def test_straggler_compares_with_its_peers_in_context() -> None:
-    slow_clock = _ddp([[0.6] * 15, [0.92] * 15, [0.6] * 15], [1.98e9, 1.5e9, 1.98e9])
+    slow_clock = ddp_rows([[0.6] * 15, [0.92] * 15, [0.6] * 15], [1.98e9, 1.5e9, 1.98e9])
     ev = _one(slow_clock, "straggler")
     assert ev["clock_gap"].comparison == ">=" and ev["clock_gap"].value == pytest.approx(
         1 - 1.5 / 1.98
     )
     assert ev["sm_active"].comparison == "" and "0.60" in ev["sm_active"].note
     assert ev["sm_clock_hz"].comparison == "" and "1980 MHz" in ev["sm_clock_hz"].note
-    same_clock = _ddp([[0.6] * 15, [0.92] * 15, [0.6] * 15], [1.98e9] * 3)
+    same_clock = ddp_rows([[0.6] * 15, [0.92] * 15, [0.6] * 15], [1.98e9] * 3)
     ev = _one(same_clock, "straggler")
     assert ev["clock_gap"].comparison == ""  # load, not clock: the gap is context
 

@@ -9,7 +9,7 @@ import pytest
 from gpulens.findings.context import FindingThresholds
 from gpulens.findings.model import Severity
 
-from .helpers import BASE, IDLE, NS, STEP, T0, findings, series
+from .helpers import BASE, IDLE, NS, STEP, T0, ddp_rows, findings, series
 
 
 def _ev(f: Any) -> dict[str, float]:
@@ -108,17 +108,8 @@ def test_input_bound_recommends_dataloader_settings() -> None:
     assert "raising `num_workers` is the first step" in f.recommendation
 
 
-def _ddp(sm: list[list[float]], clocks: list[float]) -> list[dict[str, Any]]:
-    rows = []
-    for g, (values, clock) in enumerate(zip(sm, clocks, strict=True)):
-        for m, v in enumerate(values):
-            rows += series(1, first=m, gpu_uuid=f"GPU-{g}", gpu_index=str(g), sm_active=v,
-                           sm_clock_hz=clock, pid=str(100 + g))  # fmt: skip
-    return rows
-
-
 def test_straggler_names_the_slow_gpu_and_comm_bound_defers() -> None:
-    rows = _ddp([[0.6] * 15, [0.92] * 15, [0.6] * 15], [1.98e9, 1.5e9, 1.98e9])
+    rows = ddp_rows([[0.6] * 15, [0.92] * 15, [0.6] * 15], [1.98e9, 1.5e9, 1.98e9])
     (f,), ctx = findings(rows, "straggler")
     assert f.subject["gpu_uuid"] == "GPU-1" and f.subject["gpu_index"] == "1"
     ev = _ev(f)
@@ -136,7 +127,7 @@ def test_straggler_names_the_slow_gpu_and_comm_bound_defers() -> None:
 def test_comm_bound_when_no_single_gpu_is_slow() -> None:
     a = [0.92 if m % 2 else 0.6 for m in range(16)]
     b = [0.6 if m % 2 else 0.92 for m in range(16)]
-    rows = _ddp([a, b], [1.98e9, 1.98e9])
+    rows = ddp_rows([a, b], [1.98e9, 1.98e9])
     assert findings(rows, "straggler")[0] == []
     (f,), _ = findings(rows, "comm_bound")
     assert "bucket_cap_mb" in f.recommendation and "no_sync" in f.recommendation
