@@ -17,16 +17,17 @@ changes for its share and leave it out of their means (findings/runs.py `with_ed
 their shares (throttled's `throttle_power` / `throttle_thermal`, one mixed interval of 54)
 no longer move with it.
 
-Two figures are held to one interval's share of the finding's window instead:
-- engine_migration's `state_share` is, by definition, the share of the workload's whole
-  steady intervals classified in the target states (analyze/engines.py, the same figure the
-  workloads page shows): the interval where the eager server's warm-up ends is one state or
-  the other, and where the grid puts the warm-up's end decides whether it is steady at all,
-  so numerator and denominator both move by whole intervals (one of 58: 1.7 points).
-- memory_leak's `duration_s` and `growth_bytes` (its rate times that duration) span the
-  leak's window in whole intervals from the first steady one (analyze/memory.py), which
-  covers 54 or 55 intervals with the phase (3240 or 3300 s): not yet read for coverage and
-  the warm-up's end. Its rate, fit and projected out-of-memory time hold to 1 %.
+memory_leak's `duration_s` and `growth_bytes` (its rate times that duration) read the
+interval where the warm-up ends for its share and the last interval for the seconds it
+covers (analyze/memory.py `_steady_seconds`), so they hold to 1 % like the rest (they spanned
+whole intervals, 3240 or 3300 s with the phase, before).
+
+One figure is held to one interval's share of the finding's window instead:
+engine_migration's `state_share` is, by definition, the share of the workload's whole steady
+intervals classified in the target states (analyze/engines.py, the same figure the workloads
+page shows): the interval where the eager server's warm-up ends is one state or the other,
+and where the grid puts the warm-up's end decides whether it is steady at all, so numerator
+and denominator both move by whole intervals (one of 58: 1.7 points).
 """
 
 from __future__ import annotations
@@ -127,19 +128,15 @@ def _evidence(start_ns: int, f: Finding) -> dict[str, float]:
     }
 
 
-# (rule, metric) held to one interval's share of the window (see the module's docstring)
-WHOLE_INTERVALS = {
-    ("engine_migration", "state_share"),
-    ("memory_leak", "duration_s"),
-    ("memory_leak", "growth_bytes"),
-}
+# (rule, metric) of a ratio held to one interval's share of the window (see the module's
+# docstring)
+WHOLE_INTERVALS = {("engine_migration", "state_share")}
 
 
 def _close(rule: str, metric: str, a: float, b: float, intervals: float) -> bool:
     bound = 0.01 * max(abs(a), abs(b))
     if (rule, metric) in WHOLE_INTERVALS:
-        whole = 1.0 if metric == "state_share" else max(abs(a), abs(b))  # a ratio: of 1
-        bound = max(bound, whole / max(intervals, 1.0))
+        bound = max(bound, 1.0 / max(intervals, 1.0))
     elif 0.0 <= a < 0.05 and 0.0 <= b < 0.05:  # a ratio near 0: half a point
         bound = max(bound, 0.005)
     return abs(a - b) <= bound + 1e-9

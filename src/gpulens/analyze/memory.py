@@ -14,7 +14,10 @@ numbers it was decided on.
   ("the lowest memory will ever be from now on"), from the first to the third quarter of the
   window, must grow at least `leak_min_floor_ratio` of what the line grows, which rejects the
   sawtooth of caching allocators that fill and release.
-  Time to out-of-memory = (total - last used) / slope.
+  Time to out-of-memory = (total - last used) / slope. The window's duration (and its growth,
+  slope × duration) is its steady seconds: the interval where the warm-up ends counts for its
+  steady share, read from the activity on either side, and the last interval for the seconds
+  its samples cover (`_steady_seconds`), so it does not move with the interval grid's phase.
 - `overprovisioned`: "GPU too powerful" (jobstats / Job Defense Shield): a job whose mean duty
   cycle (SM activity when there is no duty cycle) stays at or below a threshold and whose
   peak memory is small, for long enough, with the smallest MIG profile of its GPU model that
@@ -47,6 +50,7 @@ from gpulens.analyze._arrays import (
     strings_at,
 )
 from gpulens.analyze.mig import SMALLER_GPUS, MigProfile, mig_family, pick_mig_profile
+from gpulens.analyze.phases import activity
 from gpulens.numbers import is_nan
 
 GB = 1e9  # the unit of MIG profile names and of the over-provisioning threshold
@@ -251,11 +255,13 @@ def _null_codes(frame: pa.Table, name: str) -> Ints:
 
 def _windows(
     frame: pa.Table, start: Ints, step0: Floats, steady: npt.NDArray[np.bool_], warmup_s: float
-) -> tuple[Ints, Ints, Ints]:
+) -> tuple[Ints, Ints, Ints, Ints]:
     """The steady windows of every (job, GPU) run, in (job, host, GPU) group order then time:
     (rows of all windows back to back, the first position of each window in them, its run
-    number within its group). A run ends where rows are missing (gap > 1.5 steps) or the PID
-    changes; without a state column a run's first `warmup_s` are left out."""
+    number within its group, and per window the rows of the run's two intervals just before
+    it, latest first, as a (2, windows) array with -1 where the run has none). A run ends
+    where rows are missing (gap > 1.5 steps) or the PID changes; without a state column a
+    run's first `warmup_s` are left out."""
     ids, _ = group_ids(frame, ("job_id", "host", "gpu_uuid"))
     order = np.argsort(start, kind="stable").astype(np.int64)
     rows = order[np.argsort(ids[order], kind="stable")]  # by group, then time
@@ -263,7 +269,7 @@ def _windows(
     rows = rows[np.array([j is not None for j in jobs], dtype=bool)[job[rows]]]
     empty = np.zeros(0, dtype=np.int64)
     if rows.size == 0:
-        return empty, empty, empty
+        return empty, empty, empty, np.zeros((2, 0), dtype=np.int64)
     pid = _null_codes(frame, "pid")
     g, t = ids[rows], start[rows]
     new_group = np.r_[True, g[1:] != g[:-1]]
@@ -275,15 +281,19 @@ def _windows(
     if "state" not in frame.column_names:
         run_start = t[np.maximum.accumulate(np.where(cut, np.arange(rows.size), 0))]
         keep &= t >= run_start + warmup_s * 1e9
+    every, every_run = rows, run
+    at = np.flatnonzero(keep)  # each kept row's position in `every`
     rows, run, run_no = rows[keep], run[keep], run_no[keep]
     if rows.size == 0:
-        return empty, empty, empty
+        return empty, empty, empty, np.zeros((2, 0), dtype=np.int64)
     heads = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
     size = np.diff(np.r_[heads, rows.size])
     big = size >= 3  # a window needs three points
     keep = np.repeat(big, size)
+    before = np.stack([at[heads[big]] - 1, at[heads[big]] - 2])  # positions in `every`
+    ok = (before >= 0) & (every_run[np.maximum(before, 0)] == run[heads[big]])
     heads = (np.cumsum(np.where(big, size, 0)) - np.where(big, size, 0))[big]
-    return rows[keep], heads, run_no[keep][heads]
+    return rows[keep], heads, run_no[keep][heads], np.where(ok, every[np.maximum(before, 0)], -1)
 
 
 def detect_leaks(frame: pa.Table, settings: MemorySettings | None = None) -> pa.Table:
@@ -298,16 +308,72 @@ def detect_leaks(frame: pa.Table, settings: MemorySettings | None = None) -> pa.
     )
     low = np.nan_to_num(low, nan=np.inf)
     steady = not_warmup(frame) & ~np.isnan(used)
-    rows, heads, run_no = _windows(frame, start, step, steady, s.warmup_s)
+    rows, heads, run_no, before = _windows(frame, start, step, steady, s.warmup_s)
     if heads.size == 0:
         return _LEAK_SCHEMA.empty_table()
-    fits = _finish(*_fit_all(rows, heads, start, step, used, low, total, s), s)
+    fit = _fit_all(rows, heads, start, step, used, low, total, s)
+    seconds = _steady_seconds(frame, rows, heads, before, start, step)
+    fits = _finish(*fit, seconds, s)
     first = rows[heads]
     for c in ("job_id", "host", "gpu_uuid", "gpu_model"):
         code, values = label_codes(frame, c)
         fits[c] = pa.array([values[k] for k in code[first].tolist()], pa.string())
     fits["run"] = pa.array(run_no, pa.int64())
     return pa.table([fits[f.name] for f in _LEAK_SCHEMA], schema=_LEAK_SCHEMA)
+
+
+def _covered(frame: pa.Table, step: Floats) -> Floats:
+    """Per row, the seconds its interval covers: its length times its samples over the most
+    samples an interval of its GPU entity holds (the whole length without a sample count)."""
+    samples = floats(frame, "samples")
+    if np.isnan(samples).all():
+        return step
+    gpu, n = group_ids(frame, ("host", "gpu_uuid", "mig_instance"))
+    full = np.zeros(n)
+    np.fmax.at(full, gpu, samples)
+    share = np.divide(samples, full[gpu], out=np.ones_like(step), where=full[gpu] > 0)
+    share = np.where(np.isnan(share), 1.0, np.clip(share, 0.0, 1.0))
+    return np.asarray(step * share, dtype=np.float64)
+
+
+def _steady_seconds(
+    frame: pa.Table, rows: Ints, heads: Ints, before: Ints, start: Ints, step: Floats
+) -> Floats:
+    """Per window, the seconds of steady state it spans: from its first interval's start to
+    the seconds its last interval covers (a recording that stops inside an interval counts to
+    its last sample), with the warm-up's end read inside the interval where it falls.
+
+    The warm-up ends inside an interval, which is classified one way or the other, so the
+    window would gain or lose up to one interval with the phase of the grid. Where the run's
+    two intervals before the window are warm-up and the window's second interval shows the
+    steady level, the interval where the state changes (the window's first, or the warm-up's
+    last) is read as a mix of the activity (`phases.activity`) of the warm-up (the earlier
+    warm-up interval) and of the steady state (the window's second interval): an interval at
+    x is (x - warm) / (steady - warm) steady, clipped to 0..1 (`findings/runs.py`
+    `with_edges` reads a run's edges the same way). The window's first interval counts for
+    its steady share and the warm-up's last one adds its own, each of the seconds it covers."""
+    cover = _covered(frame, step)
+    last = rows[np.r_[heads[1:], rows.size] - 1]
+    first = rows[heads]
+    seconds = (start[last] - start[first]) / 1e9 + cover[last]
+    if "state" not in frame.column_names:  # the warm-up is the run's first `warmup_s`
+        return np.asarray(seconds, dtype=np.float64)
+    edge, outer = before
+    warm = ~not_warmup(frame)
+    act = activity(frame)
+    found = (edge >= 0) & (outer >= 0)
+    found[found] &= warm[edge[found]] & warm[outer[found]]
+    k = np.flatnonzero(found)
+    x_out, x_in = act[outer[k]], act[rows[heads[k] + 1]]
+    x_edge, x_first = act[edge[k]], act[first[k]]
+    contrast = x_in - x_out
+    with np.errstate(invalid="ignore"):
+        ok = (np.abs(contrast) >= 1e-6) & ~np.isnan(x_edge) & ~np.isnan(x_first)
+    k, contrast = k[ok], contrast[ok]
+    steady_edge = np.clip((x_edge[ok] - x_out[ok]) / contrast, 0.0, 1.0)
+    steady_first = np.clip((x_first[ok] - x_out[ok]) / contrast, 0.0, 1.0)
+    seconds[k] += steady_edge * cover[edge[k]] - (1.0 - steady_first) * cover[first[k]]
+    return np.asarray(seconds, dtype=np.float64)
 
 
 # What a window's row is computed from (`_finish`): its first start and its end (ns), its
@@ -450,11 +516,12 @@ def _finish(
     tot: Floats,
     first: Floats,
     last: Floats,
+    duration: Floats,
     s: MemorySettings,
 ) -> dict[str, pa.Array]:
-    """The windows' columns from their fits: rate, growth, floor ratio, the verdict, its
-    confidence and the projected out-of-memory time."""
-    duration = (end - t0) / 1e9
+    """The windows' columns from their fits and their steady seconds (`_steady_seconds`):
+    rate, growth, floor ratio, the verdict, its confidence and the projected out-of-memory
+    time."""
     # First versus third quarter: the suffix minimum of the last stretch is the data itself
     # (nobody knows yet whether it will drop), so the last quarter would flatter a sawtooth.
     expected = slope * t_gap

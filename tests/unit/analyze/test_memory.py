@@ -116,6 +116,38 @@ def test_without_state_the_warmup_seconds_are_skipped() -> None:
     assert leak["leak"] is True
 
 
+def _recorded_at_phase(phase_s: int, warmup_s: float = 200.0) -> list[dict[str, Any]]:
+    """An hour recorded from `phase_s` seconds into a 60 s interval (one sample a second):
+    a warm-up at activity 0.2 for `warmup_s`, then a steady 0.9 leaking 1 MB/s. An interval
+    is warm-up until it is nine tenths steady (the warm-up's end falls inside one)."""
+    rows = []
+    for k in range(61):
+        lo, hi = max(0.0, k * STEP - phase_s), min(3600.0, (k + 1) * STEP - phase_s)
+        if hi <= lo:
+            continue
+        steady = max(0.0, hi - max(lo, warmup_s)) / (hi - lo)
+        rows.append(
+            {
+                **_series(np.array([20 * GB + 1.0e6 * max(0.0, hi - warmup_s)]))[0],
+                "start_ns": T0 + round((k * STEP - phase_s) * NS),
+                "samples": round(hi - lo),
+                "sm_active": 0.2 + 0.7 * steady,
+                "state": "compute_tensor" if steady >= 0.9 else "warmup",
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize("phase_s", [0, 8, 17, 31, 45, 53])
+def test_the_leak_lasts_the_same_at_any_phase_of_the_grid(phase_s: int) -> None:
+    # 3400 s of steady state: the interval where the warm-up ends counts for its steady share
+    # and the last one for its samples (whole intervals gave 3360 or 3420 s with the phase)
+    (leak,) = detect_leaks(_frame(_recorded_at_phase(phase_s))).to_pylist()
+    assert leak["leak"] is True
+    assert leak["duration_s"] == pytest.approx(3400.0, abs=1.0)
+    assert leak["growth_bytes"] == pytest.approx(leak["rate_bytes_per_second"] * 3400.0, rel=1e-3)
+
+
 def test_caching_allocator_sawtooth_is_not_a_leak() -> None:
     n = 180
     t = np.arange(n) * STEP
