@@ -179,3 +179,19 @@ def weighted_mean(values: Floats, weights: Floats) -> float:
 def none_if_nan(x: float) -> float | None:
     """`x`, or None for NaN (tables store missing as null, never NaN)."""
     return None if is_nan(x) else float(x)
+
+
+def nanmax(x: Floats) -> float:
+    """The largest value that is not NaN; NaN when there is none."""
+    return float(np.nanmax(x)) if x.size and not np.isnan(x).all() else float("nan")
+
+
+class LabelColumn:
+    """Column `name` as strings, read per row on demand (what `strings` gives, without a
+    Python string per row)."""
+
+    def __init__(self, frame: pa.Table, name: str) -> None:
+        self._codes, self._values = label_codes(frame, name)
+
+    def __getitem__(self, row: int) -> str | None:
+        return self._values[int(self._codes[row])]

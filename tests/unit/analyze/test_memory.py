@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from gpulens.analyze.leaks import detect_leaks
 from gpulens.analyze.memory import (
     GB,
     MemorySettings,
-    detect_leaks,
     job_memory_peaks,
     memory_peaks,
     overprovisioned,

@@ -11,13 +11,8 @@ import pyarrow as pa
 import pytest
 
 from gpulens.analyze._arrays import weighted_mean
-from gpulens.analyze.memory import (
-    MemorySettings,
-    detect_leaks,
-    overprovisioned,
-    r_squared,
-    theil_sen,
-)
+from gpulens.analyze.leaks import detect_leaks, r_squared, theil_sen
+from gpulens.analyze.memory import MemorySettings, overprovisioned
 from gpulens.analyze.mig import SMALLER_GPUS, mig_family, pick_mig_profile
 
 MIN = 60 * 1_000_000_000

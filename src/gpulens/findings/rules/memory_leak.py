@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pyarrow as pa
 
-from gpulens.analyze.memory import detect_leaks
+from gpulens.analyze.leaks import detect_leaks
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
 from gpulens.findings.runs import docs, gb, hours, label_codes
@@ -18,7 +18,7 @@ MIB = float(1 << 20)
 
 
 def leaks(ctx: Context) -> pa.Table:
-    """`analyze.memory.detect_leaks` of the frame (or the context's own table), once."""
+    """`analyze.leaks.detect_leaks` of the frame (or the context's own table), once."""
     if ctx.leaks is not None:
         return ctx.leaks
     return ctx.cached("leaks", lambda: detect_leaks(ctx.frame, ctx.memory))
