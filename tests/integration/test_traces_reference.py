@@ -200,8 +200,11 @@ def test_ns_resolution_difference_is_float64(shared: Path) -> None:
         trace, events=msgspec.structs.replace(trace.events, ts_ns=emulated)
     )
     (split,) = breakdown(hta_like, hta_window=True, hta_quirks=True).idle_by_stream
-    assert _close(split.as_us()["host_wait_us"], 1290.81)
-    assert _close(split.as_us()["kernel_wait_us"], 5161.96)
+    folder = shared / REFERENCE / "hta_ns_resolution_v100_r0" / "unrounded"
+    rows = csv.DictReader((folder / "idle_time_breakdown.csv").open(encoding="utf-8"))
+    hta = {r["idle_category"]: float(r["idle_time"]) for r in rows if int(r["stream"]) == 7}
+    assert _close(split.as_us()["host_wait_us"], hta["host_wait"])
+    assert _close(split.as_us()["kernel_wait_us"], hta["kernel_wait"])
 
 
 def test_exact_mode_differs_from_hta_where_documented(shared: Path) -> None:
@@ -210,3 +213,6 @@ def test_exact_mode_differs_from_hta_where_documented(shared: Path) -> None:
     t = breakdown(_load(path)).temporal
     assert t is not None
     assert t.kernel_time_ns == 12_920_244_000
+    folder = shared / REFERENCE / "hta_critical_path_alexnet_a100" / "unrounded"
+    (row,) = csv.DictReader((folder / "temporal_breakdown.csv").open(encoding="utf-8"))
+    assert not _close(t.as_us()["kernel_time_us"], float(row["kernel_time(us)"]))

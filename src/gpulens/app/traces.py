@@ -21,6 +21,7 @@ from gpulens.analyze.traces.model import Trace
 from gpulens.errors import TraceFormatError
 
 if TYPE_CHECKING:
+    from gpulens.analyze.traces.hta_figures import KernelTypeRow
     from gpulens.analyze.traces.ranks import Cluster, RankAnalysis
     from gpulens.findings.model import Finding
 
@@ -97,16 +98,20 @@ class TraceJob:
     cluster: Cluster
     findings: list[Finding] = field(default_factory=list)
     hta_window: bool = False
+    # HTA's kernel-type breakdown, pooled over the ranks (as HTA pools the ranks it loaded)
+    kernel_type_breakdown: list[KernelTypeRow] = field(default_factory=list)
 
 
 def analyze_traces(traces: Sequence[Trace], *, hta_window: bool = False) -> TraceJob:
     """Every analysis of the loaded ranks of one job, and its findings."""
+    from gpulens.analyze.traces.hta_figures import kernel_type_breakdown
     from gpulens.analyze.traces.ranks import analyze_job
     from gpulens.findings.traces import trace_findings
 
     analyses, cluster = analyze_job(list(traces), hta_window=hta_window)
     findings = trace_findings(analyses, cluster if len(analyses) > 1 else None)
-    return TraceJob(analyses, cluster, findings, hta_window)
+    kinds = kernel_type_breakdown([a.hta.kernel_types for a in analyses])
+    return TraceJob(analyses, cluster, findings, hta_window, kinds)
 
 
 def analyze_files(

@@ -244,20 +244,19 @@ def hta_window_end(trace: Trace, cpu: Bools) -> int | None:
     return int(trace.events.ts_ns[steps].max()) if steps.size else None
 
 
-def breakdown(
-    trace: Trace,
-    *,
-    hta_window: bool = False,
-    hta_quirks: bool = False,
-    job_step_names: int | None = None,
-    consecutive_kernel_delay_ns: int = KERNEL_WAIT_NS,
-) -> RankBreakdown:
-    """Temporal breakdown, per-stream idle and device idle of one rank's trace.
+class Selection(msgspec.Struct, frozen=True):
+    """The rows one rank's HTA-comparable analyses read (masks over the event table)."""
 
-    `hta_window`: apply HTA's ProfilerStep window when the job has >= 2 distinct step names
-    (`job_step_names`, counted over all ranks; by default this trace's). `hta_quirks`: copy
-    HTA's cuda_sync and missing-launch rules (module docstring).
-    """
+    selected: Bools  # parsed rows, within HTA's window when it applies
+    cpu: Bools  # parsed rows that are not GPU rows by HTA's filter (whole file)
+    window_end_ns: int | None
+    notes: list[str]
+
+
+def selection(
+    trace: Trace, *, hta_window: bool = False, job_step_names: int | None = None
+) -> Selection:
+    """Rows HTA keeps (with `hta_window`: its ProfilerStep window, see `breakdown`)."""
     ev = trace.events
     notes: list[str] = []
     parsed = _parsed_rows(trace)
@@ -276,6 +275,26 @@ def breakdown(
         else:
             notes.append("HTA window: fewer than 2 ProfilerStep names, all events kept")
 
+    return Selection(selected, cpu, window_end, notes)
+
+
+def breakdown(
+    trace: Trace,
+    *,
+    hta_window: bool = False,
+    hta_quirks: bool = False,
+    job_step_names: int | None = None,
+    consecutive_kernel_delay_ns: int = KERNEL_WAIT_NS,
+) -> RankBreakdown:
+    """Temporal breakdown, per-stream idle and device idle of one rank's trace.
+
+    `hta_window`: apply HTA's ProfilerStep window when the job has >= 2 distinct step names
+    (`job_step_names`, counted over all ranks; by default this trace's). `hta_quirks`: copy
+    HTA's cuda_sync and missing-launch rules (module docstring).
+    """
+    ev = trace.events
+    sel = selection(trace, hta_window=hta_window, job_step_names=job_step_names)
+    selected, cpu, window_end, notes = sel.selected, sel.cpu, sel.window_end_ns, list(sel.notes)
     work = selected & trace.category_mask(GPU_WORK_CATEGORIES)
     temporal_rows = selected & (ev.stream != MISSING) if hta_quirks else work
     temporal = _temporal(trace, np.flatnonzero(temporal_rows))

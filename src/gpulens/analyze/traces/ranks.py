@@ -23,9 +23,15 @@ from statistics import median
 import msgspec
 
 from gpulens.analyze.traces.align import Alignment, align
-from gpulens.analyze.traces.breakdown import RankBreakdown, breakdown, job_step_name_count
+from gpulens.analyze.traces.breakdown import (
+    RankBreakdown,
+    breakdown,
+    job_step_name_count,
+    selection,
+)
 from gpulens.analyze.traces.causes import IdleCauses, idle_causes
 from gpulens.analyze.traces.comm import Communication, communication
+from gpulens.analyze.traces.hta_figures import HtaFigures, hta_figures
 from gpulens.analyze.traces.kernels import CopyStats, KernelClasses, copy_stats, kernel_classes
 from gpulens.analyze.traces.model import Trace
 from gpulens.analyze.traces.steps import Step, steps
@@ -42,6 +48,7 @@ class RankAnalysis(msgspec.Struct, frozen=True):
     comm: Communication
     copies: list[CopyStats]
     steps: list[Step]
+    hta: HtaFigures  # HTA's kernel-type time, comm/comp overlap, launch statistics
 
     @property
     def rank(self) -> int | None:
@@ -78,6 +85,11 @@ def analyze_rank(
         communication(trace),
         copy_stats(trace),
         steps(trace, causes),
+        hta_figures(
+            trace,
+            selection(trace, hta_window=hta_window, job_step_names=job_step_names),
+            hta_quirks=hta_window,
+        ),
     )
 
 

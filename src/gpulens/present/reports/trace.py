@@ -66,6 +66,8 @@ def _rank_doc(a: RankAnalysis) -> dict[str, Any]:
         "idle_causes": a.causes.to_dict(origin),
         "kernel_classes": a.kernels.to_dict(),
         "communication": a.comm.to_dict(),
+        "comm_comp_overlap_pct": a.hta.kernel_types.comm_comp_overlap_pct,
+        "launch_stats": a.hta.launches.to_dict(),
         "memcpy": [c.to_dict(origin) for c in a.copies],
         "steps": [s.to_dict(origin) for s in a.steps],
         "notes": list(b.notes),
@@ -146,6 +148,7 @@ def build_view(job: TraceJob, *, before: TraceJob | None = None) -> TraceView:
         "kind": "trace",
         "hta_window": job.hta_window,
         "ranks": [_rank_doc(a) for a in analyses],
+        "kernel_type_breakdown": [r.to_dict() for r in job.kernel_type_breakdown],
         "cluster": job.cluster.to_dict(),
         "findings": [f.to_dict() for f in job.findings],
         "compare": None,
@@ -176,6 +179,19 @@ def _us(x: Any) -> str:
 Table = tuple[str, list[str], list[list[str]]]
 
 
+def _share(pct: float | None) -> float | None:
+    return None if pct is None else pct / 100
+
+
+def _launches(s: dict[str, Any]) -> str:
+    if not s["n_launches"]:
+        return "-"
+    return (
+        f"{num(s['n_launches'])}, launch delay p50 {_us(s['launch_delay_p50_us'])}, "
+        f"mean {_us(s['launch_delay_mean_us'])}"
+    )
+
+
 def _rank_tables(r: dict[str, Any]) -> list[Table]:
     tables: list[Table] = []
     t = r["temporal"] or {}
@@ -198,6 +214,8 @@ def _rank_tables(r: dict[str, Any]) -> list[Table]:
                     "tensor-core share of GEMM time",
                     _pct(r["kernel_classes"]["tensor_core_share_of_gemm"]),
                 ],
+                ["comm/comp overlap (HTA)", _pct(_share(r["comm_comp_overlap_pct"]))],
+                ["kernel launches (HTA)", _launches(r["launch_stats"])],
             ],
         )
     )
