@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpulens.findings.columns import strings
 from gpulens.findings.context import Context
-from gpulens.findings.runs import gb, headroom_bytes, peak, strings
+from gpulens.findings.runs import gb, headroom_bytes, peak
 from gpulens.numbers import is_nan
 
 

@@ -15,15 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulens.analyze._arrays import split_at
+from gpulens.findings.columns import floats, in_states, label_codes, starts
 from gpulens.findings.context import Context
-from gpulens.findings.runs import (
-    Run,
-    floats,
-    in_states,
-    label_codes,
-    qualifying,
-    starts,
-)
+from gpulens.findings.runs import Run, qualifying
 
 
 @dataclass(frozen=True, slots=True)

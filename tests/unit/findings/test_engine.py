@@ -7,9 +7,10 @@ from collections.abc import Iterable
 import numpy as np
 import pytest
 
+from gpulens.findings.columns import in_states
 from gpulens.findings.engine import RULES, FindingThresholds, build_context, run_rules
 from gpulens.findings.model import Finding, Impact, Severity
-from gpulens.findings.runs import in_states, qualifying, runs
+from gpulens.findings.runs import qualifying, runs
 
 from .helpers import IDLE, frame, series
 

@@ -11,23 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from gpulens.findings.columns import equals, floats, in_states, label_codes, owner_codes, starts
 from gpulens.findings.context import Context
 from gpulens.findings.peers import stragglers
-from gpulens.findings.runs import (
-    SUBJECT_LABELS,
-    equals,
-    floats,
-    impact,
-    in_states,
-    label_codes,
-    mean,
-    nanmean,
-    owner_codes,
-    qualifying,
-    runs,
-    starts,
-    subject,
-)
+from gpulens.findings.runs import SUBJECT_LABELS, impact, mean, nanmean, qualifying, runs, subject
 
 MIN = 60 * 1_000_000_000
 STATES = ["busy", "comm_bound", "warmup", "idle_allocated", None]

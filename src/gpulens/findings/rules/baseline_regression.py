@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from gpulens.analyze.version_changes import compare_version_changes
+from gpulens.findings.columns import ends, starts, strings
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity
-from gpulens.findings.runs import Run, ends, finding, impact, starts, strings
+from gpulens.findings.runs import Run, finding, impact
 
 RULE_ID = "baseline_regression"
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from gpulens.findings.columns import equals, floats, in_states
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
 from gpulens.findings.peers import stragglers
-from gpulens.findings.runs import equals, finding, floats, hours, in_states, mean, qualifying
+from gpulens.findings.runs import finding, hours, mean, qualifying
 
 RULE_ID = "comm_bound"
 

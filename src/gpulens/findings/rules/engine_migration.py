@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from gpulens.analyze.engines import recommend_engine_migration
+from gpulens.findings.columns import ends, equals, in_states, starts
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding
-from gpulens.findings.runs import Run, ends, equals, finding, impact, in_states, starts
+from gpulens.findings.runs import Run, finding, impact
 
 RULE_ID = "engine_migration"
 

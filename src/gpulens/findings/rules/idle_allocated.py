@@ -6,18 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpulens.findings.columns import floats, in_states
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, which_held
-from gpulens.findings.runs import (
-    finding,
-    floats,
-    gb,
-    hours,
-    in_states,
-    mean,
-    peak,
-    qualifying,
-)
+from gpulens.findings.runs import finding, gb, hours, mean, peak, qualifying
 
 RULE_ID = "idle_allocated"
 

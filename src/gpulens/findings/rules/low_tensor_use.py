@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from gpulens.analyze import peaks
+from gpulens.findings.columns import floats, in_states, strings
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, which_held
-from gpulens.findings.runs import finding, floats, hours, in_states, mean, qualifying, strings
+from gpulens.findings.runs import finding, hours, mean, qualifying
 
 RULE_ID = "low_tensor_use"
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from gpulens.findings.advice import batch_advice, engine_of, optimised
+from gpulens.findings.columns import floats, in_states
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity, which_held
-from gpulens.findings.runs import finding, floats, hours, in_states, mean, qualifying
+from gpulens.findings.runs import finding, hours, mean, qualifying
 from gpulens.numbers import is_nan
 
 RULE_ID = "memory_bound"

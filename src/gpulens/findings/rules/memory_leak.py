@@ -8,9 +8,10 @@ import numpy as np
 import pyarrow as pa
 
 from gpulens.analyze.leaks import detect_leaks
+from gpulens.findings.columns import label_codes
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
-from gpulens.findings.runs import docs, gb, hours, label_codes
+from gpulens.findings.runs import docs, gb, hours
 from gpulens.numbers import is_nan
 
 RULE_ID = "memory_leak"

@@ -6,19 +6,10 @@ import numpy as np
 import pyarrow as pa
 
 from gpulens.analyze.memory import overprovisioned as judge
+from gpulens.findings.columns import ends, equals, in_states, starts
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity
-from gpulens.findings.runs import (
-    Run,
-    ends,
-    equals,
-    finding,
-    gb,
-    hours,
-    impact,
-    in_states,
-    starts,
-)
+from gpulens.findings.runs import Run, finding, gb, hours, impact
 
 RULE_ID = "overprovisioned"
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from gpulens.findings.columns import floats, strings
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, which_held
 from gpulens.findings.peers import stragglers
-from gpulens.findings.runs import finding, floats, hours, impact, mean, nanmean, strings
+from gpulens.findings.runs import finding, hours, impact, mean, nanmean
 from gpulens.numbers import is_nan
 
 RULE_ID = "straggler"

@@ -8,19 +8,10 @@ import numpy as np
 
 from gpulens.analyze import peaks
 from gpulens.analyze.peaks import GpuSpec
+from gpulens.findings.columns import combined_codes, floats, in_states, label_codes
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, which_held
-from gpulens.findings.runs import (
-    combined_codes,
-    finding,
-    floats,
-    hours,
-    impact,
-    in_states,
-    label_codes,
-    mean,
-    qualifying,
-)
+from gpulens.findings.runs import finding, hours, impact, mean, qualifying
 from gpulens.numbers import is_nan
 
 RULE_ID = "throttled"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from gpulens.analyze.fairness import monopolies, shares
+from gpulens.findings.columns import ends, starts
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
-from gpulens.findings.runs import docs, ends, starts
+from gpulens.findings.runs import docs
 
 RULE_ID = "unfair_share"
 
