@@ -75,7 +75,9 @@ def kernel_type_time(
     `whole_us`: cut each swept segment down to whole µs (HTA's int cast).
     """
     ev = trace.events
-    types = np.append(kernel_type_codes(trace.names), np.int8(-1))[ev.name[rows]]
+    used, inverse = np.unique(ev.name[rows], return_inverse=True)  # classify these names only
+    names = [trace.names[i] if i >= 0 else "" for i in used.tolist()]
+    types = kernel_type_codes(names)[inverse.reshape(-1)]
     ts = ev.ts_ns[rows]
     end = ts + ev.dur_ns[rows]
     times: list[npt.NDArray[np.int64]] = []
