@@ -4,7 +4,7 @@ Reads ../shared/data/traces and ../shared/data/traces-reference in place (the `s
 one parameter per case of cases.csv that HTA completed (a folder with its outputs). The figures
 come from `gpulens trace --format json --hta-window` (`analyze_traces(..., hta_window=True)` and
 the report's JSON), compared with the tolerance of test_traces_reference.py: 0.1 µs or 0.01 %
-(HTA rounds the kernel-type `percentage` to 0.1 and the overlap to 0.01: half of that more).
+(HTA rounds the kernel-type `percentage` to 0.1 and the overlap to 0.01: within half a step).
 Where we disagree on purpose (default mode) a test shows our figure and how HTA's follows from it.
 """
 
