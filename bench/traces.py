@@ -19,6 +19,10 @@ benchmark, one subprocess per case and run, `HTA_DISABLE_NS_ROUNDING=1` (its exa
 length and memory bandwidth summaries); a case HTA cannot load is shown but left out of both
 sides of the same-run totals. Always shown as well: HTA's recorded run from
 hta_runs_time_memory.csv (`--hta-build`, a 2-core machine). Prints markdown tables.
+
+The same-run HTA column is not equal work: HTA loads and runs 7 analyses while the default
+`--work breakdown` loads and computes 3 breakdowns. bench/trace_vs_hta.py compares equal work
+(the user's whole task, the narrow breakdowns, and loading alone), each tool as a process.
 """
 
 from __future__ import annotations
