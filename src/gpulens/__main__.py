@@ -1,6 +1,6 @@
 """`python -m gpulens` runs the command line."""
 
-from gpulens.present.cli import main
+from gpulens.present.entry import main
 
 if __name__ == "__main__":
     main()

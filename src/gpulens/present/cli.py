@@ -7,6 +7,7 @@ shows the traceback instead.
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import json
 import math
@@ -34,10 +35,11 @@ from gpulens.clock import PacedClock, SystemClock
 from gpulens.config import Config, load_config
 from gpulens.errors import ConfigError, GpulensError
 from gpulens.present import format as human
+from gpulens.present import trace_cli
 from gpulens.present.console import app, err, out
 from gpulens.present.lazy import lazy_module
 
-if TYPE_CHECKING:  # imported when a command first uses them: `gpulens trace` starts fast
+if TYPE_CHECKING:  # imported when a command first uses them: each command starts fast
     from gpulens.app import session
     from gpulens.collect.simulated import SimulatedFleet
     from gpulens.pipeline.scheduler import TickResult
@@ -535,34 +537,20 @@ def report(
         sys.stdout.write(text)
 
 
-@app.command()
-def trace(
-    paths: Annotated[
-        list[Path], typer.Argument(help="Trace files, or directories of rank files (one job).")
-    ],
-    format: Annotated[ReportFormat, typer.Option(help="Output format.")] = ReportFormat.terminal,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file.")
-    ] = None,
-    compare: Annotated[
-        list[Path] | None,
-        typer.Option(help="Traces of an earlier run of the same job: show before/after deltas."),
-    ] = None,
-    hta_window: Annotated[
-        bool, typer.Option(help="Select events as HTA does (its ProfilerStep window).")
-    ] = False,
-) -> None:
-    """Analyse PyTorch profiler (Kineto) traces: idle gaps and their causes, per rank."""
-    from gpulens.present.reports.trace import run_trace
-
-    try:
-        text = run_trace(paths, format.value, output, compare or (), hta_window)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if output is not None:
-        err.print(f"wrote {output}")
-    else:
-        sys.stdout.write(text)
+@app.command(
+    name=trace_cli.NAME,
+    help=trace_cli.HELP,
+    add_help_option=False,
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_extra_args": True,
+        "allow_interspersed_args": False,
+    },
+)
+def trace(ctx: typer.Context) -> None:
+    """The arguments, help and errors are present/trace_cli.py's: one declaration, whether the
+    command comes through here or straight from the entry point (present/entry.py)."""
+    trace_cli.execute(ctx.args)
 
 
 @app.command()
@@ -588,8 +576,24 @@ def doctor(
     out.print(table)
 
 
+def _click_classes(name: str) -> tuple[type, ...]:
+    """The exception classes called `name` of click and of typer's own copy of click (typer ≥
+    0.26 raises its usage errors from typer._click, its Exit and Abort from typer.exceptions),
+    where each is installed."""
+    found = []
+    for module in ("typer.exceptions", "typer._click.exceptions", "click.exceptions"):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type):
+            found.append(cls)
+    return tuple(found)
+
+
 def main() -> None:
-    """Console entry point: maps errors to one line and an exit code."""
+    """The Typer app's entry point (present/entry.py sends every command but `trace` here):
+    maps errors to one line and an exit code."""
     try:
         app(standalone_mode=False)
     except GpulensError as exc:
@@ -601,14 +605,12 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, _click_classes("Exit")):
+            sys.exit(getattr(exc, "exit_code", 0))
+        if isinstance(exc, _click_classes("ClickException")):
+            getattr(exc, "show")()  # noqa: B009 - a click or a typer._click ClickException
+            sys.exit(getattr(exc, "exit_code", 1))
+        if isinstance(exc, _click_classes("Abort")):
             err.print("aborted")
             sys.exit(1)
         if _state["debug"]:
