@@ -174,3 +174,23 @@ def test_alignment_without_a_common_collective(write_trace: Callable[..., Path])
     _, cluster = analyze_job([load_trace_file(p) for p in paths])
     assert cluster.alignment.method == "shared clock"
     assert [r.offset_ns for r in cluster.rows] == [0, 700_000]
+
+
+def test_step_gap_sums_match_the_per_interval_clip() -> None:
+    """steps._clipped_sum (prefix sums) equals Σ max(0, min(end, b) − max(start, a)) over
+    overlapping intervals (gaps of several devices), at epoch-ns magnitudes too."""
+    import numpy as np
+
+    from gpulens.analyze.traces.steps import _clipped_sum
+
+    rng = np.random.default_rng(0)
+    for base in (0, 1_700_000_000_000_000_000):
+        start = base + rng.integers(0, 10_000, 300)
+        end = start + rng.integers(1, 500, 300)
+        a = base + rng.integers(-100, 10_100, 200)
+        b = a + rng.integers(-50, 3_000, 200)
+        want = [
+            int(np.clip(np.minimum(end, y) - np.maximum(start, x), 0, None).sum())
+            for x, y in zip(a.tolist(), b.tolist(), strict=True)
+        ]
+        assert _clipped_sum(start, end, a, b).tolist() == want

@@ -25,7 +25,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from gpulens.analyze.traces.comm import collective_name
+from gpulens.analyze.traces.comm import collective_labels
 from gpulens.analyze.traces.kernels import KERNEL_CLASSES, class_codes, gpu_work_rows
 from gpulens.analyze.traces.model import Trace
 
@@ -53,16 +53,11 @@ def collective_ends(trace: Trace) -> dict[str, tuple[int, list[int]]]:
     rows = gpu_work_rows(trace)
     comm = rows[class_codes(trace, rows) == KERNEL_CLASSES.index("communication")]
     comm = comm[np.argsort(ev.ts_ns[comm], kind="stable")]
-    labels: dict[int, str] = {}
+    labels, label_of = collective_labels(trace, comm)
     out: dict[str, tuple[int, list[int]]] = {}
-    for row in comm.tolist():
-        code = int(ev.name[row])
-        if code not in labels:
-            labels[code] = collective_name(trace.names[code] if code >= 0 else "")
-        name = labels[code]
-        ends = out.setdefault(name, (int(ev.ts_ns[row]), []))[1]
-        if len(ends) < CHECKED:
-            ends.append(int(ev.ts_ns[row] + ev.dur_ns[row]))
+    for label, name in enumerate(labels):
+        first = comm[label_of == label][:CHECKED]
+        out[name] = (int(ev.ts_ns[first[0]]), (ev.ts_ns[first] + ev.dur_ns[first]).tolist())
     return out
 
 

@@ -19,11 +19,12 @@ import re
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.causes import covered
 from gpulens.analyze.traces.kernels import KERNEL_CLASSES, class_codes, gpu_work_rows
-from gpulens.analyze.traces.model import Trace
+from gpulens.analyze.traces.model import Ints, Trace
 
 _COLLECTIVE = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.I)
 
@@ -33,6 +34,22 @@ def collective_name(kernel: str) -> str:
     if m:
         return m.group(1)
     return kernel.split("(")[0].strip()[:60]
+
+
+def collective_labels(trace: Trace, rows: npt.NDArray[np.intp]) -> tuple[list[str], Ints]:
+    """`collective_name` of each of `rows`: the distinct names, in order of first appearance
+    among `rows`, and each row's index into them (one regex per distinct kernel name)."""
+    used, first, inverse = np.unique(
+        trace.events.name[rows], return_index=True, return_inverse=True
+    )
+    names = [collective_name(trace.names[c] if c >= 0 else "") for c in used.tolist()]
+    firsts: dict[str, int] = {}
+    for name, f in zip(names, first.tolist(), strict=True):
+        firsts[name] = min(firsts.get(name, f), f)
+    labels = sorted(firsts, key=firsts.__getitem__)
+    position = {name: i for i, name in enumerate(labels)}
+    per_name = np.asarray([position[n] for n in names], dtype=np.int64)
+    return labels, per_name[inverse.reshape(-1)]
 
 
 class Collective(msgspec.Struct, frozen=True):
@@ -100,12 +117,11 @@ def communication(trace: Trace) -> Communication:
         exposed_total += int(((c_e - c_s) - covered(k_s, k_e, c_s, c_e)).sum())
         sel = np.flatnonzero(on & is_comm)
         per_kernel_exposed[sel] = (end[sel] - ts[sel]) - covered(k_s, k_e, ts[sel], end[sel])
-    groups: dict[str, list[int]] = {}
-    for i in np.flatnonzero(is_comm).tolist():
-        code = int(ev.name[rows[i]])
-        groups.setdefault(collective_name(trace.names[code] if code >= 0 else ""), []).append(i)
+    comm_idx = np.flatnonzero(is_comm)
+    labels, label_of = collective_labels(trace, rows[comm_idx])
     collectives = []
-    for name, idx in groups.items():
+    for label, name in enumerate(labels):
+        idx = comm_idx[label_of == label]
         d = ev.dur_ns[rows[idx]]
         collectives.append(
             Collective(

@@ -163,9 +163,10 @@ def launch_stats(trace: Trace, cpu: Bools, gpu: Bools, *, hta_quirks: bool = Fal
     flags = np.asarray(
         [n in LAUNCH_NAMES or n.startswith("runFunction") for n in trace.names], dtype=np.bool_
     )
-    corr = np.unique(ev.correlation[trace.name_mask(flags) & (ev.correlation != MISSING)])
-    c_rows = np.flatnonzero(cpu & np.isin(ev.correlation, corr))
-    g_rows = np.flatnonzero(gpu & np.isin(ev.correlation, corr))
+    corr = ev.correlation[trace.name_mask(flags) & (ev.correlation != MISSING)]
+    linked = np.isin(ev.correlation, corr)  # repeats in `corr` change nothing: no unique()
+    c_rows = np.flatnonzero(cpu & linked)
+    g_rows = np.flatnonzero(gpu & linked)
     g_rows = g_rows[np.argsort(ev.correlation[g_rows], kind="stable")]
     g_corr = ev.correlation[g_rows]
     c_corr = ev.correlation[c_rows]

@@ -133,8 +133,9 @@ class Trace(msgspec.Struct, frozen=True):
 
     def category_mask(self, categories: frozenset[str] | set[str]) -> Bools:
         """Rows of `events` whose category is one of `categories`."""
-        codes = [i for i, c in enumerate(self.categories) if c in categories]
-        return np.isin(self.events.category, np.asarray(codes, dtype=np.int32))
+        flags = np.zeros(len(self.categories) + 1, dtype=np.bool_)  # index -1 → False
+        flags[[i for i, c in enumerate(self.categories) if c in categories]] = True
+        return flags[self.events.category]
 
     def name_mask(self, wanted: list[bool] | Bools) -> Bools:
         """Rows whose name index is True in `wanted` (one flag per entry of `names`)."""

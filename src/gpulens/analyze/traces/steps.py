@@ -22,7 +22,7 @@ import numpy as np
 from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.causes import CAUSES, IdleCauses, covered, cpu_rows, launch_rows
 from gpulens.analyze.traces.kernels import gpu_work_rows
-from gpulens.analyze.traces.model import MISSING, Trace
+from gpulens.analyze.traces.model import MISSING, Ints, Trace
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)")
 
@@ -76,35 +76,61 @@ def steps(trace: Trace, causes: IdleCauses | None = None) -> list[Step]:
     anchor = np.where(launch != MISSING, ev.ts_ns[np.where(launch != MISSING, launch, 0)], -1)
     anchor = np.where(launch != MISSING, anchor, ev.ts_ns[work])
     devices = np.unique(ev.pid[work]).tolist()
-    unions = []
+    rows = np.asarray(chosen, dtype=np.intp)
+    starts, ends = ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]
+    busy = np.zeros(rows.size, dtype=np.int64)
     for d in devices:
         on = work[ev.pid[work] == d]
-        unions.append(merge_intervals(ev.ts_ns[on], ev.ts_ns[on] + ev.dur_ns[on]))
+        union = merge_intervals(ev.ts_ns[on], ev.ts_ns[on] + ev.dur_ns[on])
+        busy += covered(*union, starts, ends)
+    # activities launched in [start, end): a range of the anchors in sorted order
+    order = np.argsort(anchor, kind="stable")
+    sorted_anchor = anchor[order]
+    dur_before = np.concatenate(([0], np.cumsum(ev.dur_ns[work[order]])))
+    lo = np.searchsorted(sorted_anchor, starts, side="left")
+    hi = np.maximum(np.searchsorted(sorted_anchor, ends, side="left"), lo)
+    kernels, kernel_time = hi - lo, dur_before[hi] - dur_before[lo]
+    per_cause = np.zeros((len(CAUSES), rows.size), dtype=np.int64)
+    if causes is not None and len(causes.gaps):
+        g = causes.gaps
+        for code in range(len(CAUSES)):
+            pick = (g.cause == code) & (g.end_ns > g.start_ns)  # others clip to 0
+            per_cause[code] = _clipped_sum(g.start_ns[pick], g.end_ns[pick], starts, ends)
     out: list[Step] = []
-    for r in chosen:
-        start, end = int(ev.ts_ns[r]), int(ev.ts_ns[r] + ev.dur_ns[r])
+    for i, r in enumerate(rows.tolist()):
+        start, end = int(starts[i]), int(ends[i])
         name = trace.names[int(ev.name[r])]
         m = _STEP.match(name)
-        launched = (anchor >= start) & (anchor < end)
-        a, b = np.asarray([start]), np.asarray([end])
-        busy = sum(int(covered(s, e, a, b)[0]) for s, e in unions)
-        per_cause = dict.fromkeys(CAUSES, 0)
-        if causes is not None and len(causes.gaps):
-            g = causes.gaps
-            clip = np.clip(np.minimum(g.end_ns, end) - np.maximum(g.start_ns, start), 0, None)
-            for code, cause in enumerate(CAUSES):
-                per_cause[cause] = int(clip[g.cause == code].sum())
         out.append(
             Step(
                 name,
                 int(m.group(1)) if m else len(out),
                 start,
                 end,
-                int(launched.sum()),
-                int(ev.dur_ns[work[launched]].sum()),
-                busy,
-                (end - start) * len(devices) - busy,
-                per_cause,
+                int(kernels[i]),
+                int(kernel_time[i]),
+                int(busy[i]),
+                (end - start) * len(devices) - int(busy[i]),
+                {cause: int(per_cause[code, i]) for code, cause in enumerate(CAUSES)},
             )
         )
     return out
+
+
+def _clipped_sum(g_start: Ints, g_end: Ints, a: Ints, b: Ints) -> Ints:
+    """For each [a, b): Σ over the intervals [g_start, g_end) (non-empty, possibly overlapping)
+    of max(0, min(g_end, b) − max(g_start, a)), as F(b) − F(a) with F(x) = Σ clip(x − g_start,
+    0, g_end − g_start) = Σ_{g_start ≤ x} (x − g_start) − Σ_{g_end ≤ x} (x − g_end). The prefix
+    sums may wrap around int64; the differences are exact whenever the result fits in int64."""
+    s, e = np.sort(g_start), np.sort(g_end)
+    s_before = np.concatenate(([0], np.cumsum(s)))
+    e_before = np.concatenate(([0], np.cumsum(e)))
+
+    def f(x: Ints) -> Ints:
+        ks = np.searchsorted(s, x, side="right")
+        ke = np.searchsorted(e, x, side="right")
+        out: Ints = (ks - ke) * x - s_before[ks] + e_before[ke]
+        return out
+
+    result: Ints = np.maximum(f(b) - f(a), 0)
+    return result
