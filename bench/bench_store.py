@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/bench_store.py            # full: 64 GPUs x 7 days at 1 s (38.7M rows)
     .venv/bin/python bench/bench_store.py --quick    # 16 GPUs x 1 day
+    .venv/bin/python bench/bench_store.py --encodings  # also: Parquet encodings of one day
+
+The hourly rollup query runs through the store's views and, interleaved with it, straight on
+the compacted files with DuckDB (`read_parquet`), so the views' share shows. `--encodings`
+rewrites the first compacted day with float metrics byte-stream-split or plain (instead of the
+stored dictionary encoding) and times the same query straight on each file.
 
 Prints a markdown table. Data comes from bench/fleetgen.py (phases, step structure, noise and
 NVML quantisation; not uniform noise). Not a test.
@@ -15,8 +21,12 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import cast
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -26,6 +36,7 @@ from fleetgen import DAY_NS, GPU_ROW_METRICS, fleet_table
 from gpulens.clock import FakeClock
 from gpulens.model import Kind, Reading
 from gpulens.store import SegmentWriter, Store, compact
+from gpulens.store.schema import write_options
 
 DAY0 = (1_764_000_000 * 10**9 // DAY_NS) * DAY_NS  # 2025-11-24 00:00 UTC
 ROLLUP = (
@@ -110,6 +121,55 @@ def bench_segment_size(root: Path, gpus_per_node: int = 8) -> float:
     return bytes_per_value(written)
 
 
+def direct_sql(files: list[Path]) -> str:
+    """ROLLUP straight on `files`, without the store's views."""
+    listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    return ROLLUP.replace("FROM gpu", f"FROM read_parquet([{listing}])")
+
+
+def timed_median(run: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_encodings(
+    day_file: Path, out_dir: Path, repeats: int = 7
+) -> list[tuple[str, float, float]]:
+    """(variant, MB, median query s) for one compacted day as stored and with float metrics
+    byte-stream-split or plain instead of dictionary-encoded (labels, ts and zstd unchanged)."""
+    table = pq.read_table(day_file)
+    stored = write_options(table)
+    floats = [
+        f.name for f in table.schema if pa.types.is_floating(f.type) and f.name in GPU_ROW_METRICS
+    ]
+    variants: list[tuple[str, Path]] = [("dictionary + zstd (as stored)", day_file)]
+    for name, encoding in (
+        ("byte-stream-split floats", "BYTE_STREAM_SPLIT"),
+        ("plain floats", "PLAIN"),
+    ):
+        dictionary = [c for c in cast(list[str], stored["use_dictionary"]) if c not in floats]
+        encodings = {**cast(dict[str, str], stored["column_encoding"])}
+        encodings.update(dict.fromkeys(floats, encoding))
+        options = {**stored, "use_dictionary": dictionary, "column_encoding": encodings}
+        path = out_dir / f"{encoding.lower()}.parquet"
+        pq.write_table(table, path, **options)
+        variants.append((name, path))
+    del table
+    out = []
+    con = duckdb.connect(":memory:")
+    for name, path in variants:
+        sql = direct_sql([path])
+        con.sql(sql).to_arrow_table()  # first run: file cache
+        seconds = timed_median(partial(lambda q: con.sql(q).to_arrow_table(), sql), repeats)
+        out.append((name, path.stat().st_size / 1e6, seconds))
+    con.close()
+    return out
+
+
 def bench_fleet(root: Path, gpus: int, days: int, chunks_per_day: int) -> dict[str, float]:
     d = root / "fleet"
     t_write = 0.0
@@ -151,17 +211,26 @@ def bench_fleet(root: Path, gpus: int, days: int, chunks_per_day: int) -> dict[s
         "compacted_files": len(files),
         "disk_mb": sum(f.stat().st_size for f in files) / 1e6,
     }
+    direct = direct_sql(files)
+    con = duckdb.connect(":memory:")
     with Store(d) as store:
         t0 = time.perf_counter()
         result = store.query(ROLLUP)
         out["query_first_s"] = time.perf_counter() - t0
         times = []
-        for _ in range(7):
+        direct_times = []
+        for _ in range(7):  # interleaved: the store's views, then the same query on the files
             t0 = time.perf_counter()
             result = store.query(ROLLUP)
             times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            same = con.sql(direct).to_arrow_table()
+            direct_times.append(time.perf_counter() - t0)
         out["query_median_s"] = statistics.median(times)
+        out["direct_median_s"] = statistics.median(direct_times)
         out["query_groups"] = result.num_rows
+        assert same.num_rows == result.num_rows
+    con.close()
     return out
 
 
@@ -171,6 +240,9 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=None)
     ap.add_argument("--days", type=int, default=None)
     ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
+    ap.add_argument(
+        "--encodings", action="store_true", help="also compare Parquet encodings on one day"
+    )
     args = ap.parse_args()
     gpus = args.gpus or (16 if args.quick else 64)
     days = args.days or (1 if args.quick else 7)
@@ -179,6 +251,10 @@ def main() -> None:
         ing = bench_ingest(root, gpus)
         seg = bench_segment_size(root)
         fleet = bench_fleet(root, gpus, days, chunks_per_day=24)
+        encodings = []
+        if args.encodings:
+            first_day = sorted((root / "fleet" / "gpu").rglob("*.parquet"))[0]
+            encodings = bench_encodings(first_day, root)
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -200,6 +276,14 @@ def main() -> None:
     print(f"| hourly rollup query ({fleet['rows'] / 1e6:.1f}M rows, compacted), first run | "
           f"{fleet['query_first_s']:.3f} s | |")  # fmt: skip
     print(f"| hourly rollup query, median of 7 | {fleet['query_median_s']:.3f} s | ≤ 1 s |")
+    print(f"| the same query straight on the files with DuckDB, median of 7 (interleaved) | "
+          f"{fleet['direct_median_s']:.3f} s | |")  # fmt: skip
+    if encodings:
+        print(f"\n### Parquet encodings, one compacted day ({gpus} GPUs), the query on each file\n")
+        print("| encoding | size | query, median of 7 |")
+        print("|---|---|---|")
+        for name, mb, seconds in encodings:
+            print(f"| {name} | {mb:,.0f} MB | {seconds:.3f} s |")
     print(f"\n(data generation {fleet['gen_s']:.0f} s, not counted)")
 
 

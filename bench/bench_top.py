@@ -1,6 +1,6 @@
 """Benchmark one redraw of `gpulens top`: 8 simulated GPUs, ~50 processes, headless.
 
-    .venv/bin/python bench/bench_top.py [--refreshes 200] [--gpus 8] [--per-gpu 6]
+    .venv/bin/python bench/bench_top.py [--refreshes 200] [--gpus 8] [--per-gpu 6] [--datatable]
 
 Target: "redraw <= 50 ms for 8 GPUs". The simulated fleet (one host, `--gpus` H100s, ten
 minutes in so the jobs run) goes through the real NVML collector, scheduler and rate stage
@@ -17,6 +17,9 @@ Timed, as medians over `--refreshes` refreshes in a headless `TopApp` (200 × 50
 - "update + cold frame" (the other refreshes): the same with every table line rendered anew,
   none reused from the previous frame (an upper bound);
 - the frame steps alone with nothing changed: the event loop's own share of the above.
+`--datatable` runs the same app and timings with textual's `DataTable` in place of our
+`RowTable` (the alternative `present/top/table.py` replaced): the same rows and styles, cells
+updated in place with `update_cell` while the row keys stay, the rows rebuilt when they change.
 Prints a markdown table. Not a test.
 """
 
@@ -26,6 +29,10 @@ import argparse
 import asyncio
 import statistics
 import time
+from collections.abc import Mapping, Sequence
+
+from rich.text import Text
+from textual.widgets import DataTable
 
 from gpulens.app import session
 from gpulens.app.top_feed import TopFeed
@@ -33,13 +40,50 @@ from gpulens.clock import FakeClock
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.model import Kind, Reading
 from gpulens.pipeline.scheduler import TickResult
+from gpulens.present.top import app as top_app
 from gpulens.present.top.app import TopApp
-from gpulens.present.top.table import RowTable
 
 NS = 1_000_000_000
 START = 1_790_000_040 * NS
 EXTRA_PID_BASE = 900_000
 USERS = ("alice", "bob", "carol", "dave", "erin")
+
+
+class DataTableRows(DataTable[Text]):
+    """textual's DataTable behind `RowTable`'s interface (`set_rows`, `keys`)."""
+
+    def __init__(self, titles: Sequence[str], *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self.titles = tuple(titles)
+        self.keys: list[str] = []
+        self._cells: dict[str, list[Text]] = {}
+        for i, title in enumerate(self.titles):
+            self.add_column(title, key=str(i))
+
+    def set_rows(
+        self, rows: Sequence[tuple[str, Sequence[str]]], styles: Sequence[Mapping[int, str]] = ()
+    ) -> None:
+        """Show `rows` (key, cells): changed cells updated in place while the keys stay."""
+        keys = [key for key, _ in rows]
+        texts = [
+            [
+                Text(cell, style=(styles[i] if i < len(styles) else {}).get(j) or "")
+                for j, cell in enumerate(cells)
+            ]
+            for i, (_, cells) in enumerate(rows)
+        ]
+        if keys != self.keys:
+            self.clear()
+            for key, cells in zip(keys, texts, strict=True):
+                self.add_row(*cells, key=key)
+            self.keys = keys
+        else:
+            for key, cells in zip(keys, texts, strict=True):
+                before = self._cells[key]
+                for j, cell in enumerate(cells):
+                    if cell != before[j]:
+                        self.update_cell(key, str(j), cell, update_width=True)
+        self._cells = dict(zip(keys, texts, strict=True))
 
 
 def pad(tick: TickResult, per_gpu: int) -> TickResult:
@@ -96,7 +140,7 @@ async def measure(
             await pilot.pause()
             cold = i % 2 == 0
             if cold:  # forget every rendered line and redraw the tables whole
-                for table in app.query(RowTable):
+                for table in app.query(top_app.RowTable):  # type: ignore[attr-defined]
                     table.notify_style_update()
                     table.refresh()
             t0 = time.perf_counter()
@@ -129,7 +173,14 @@ def main() -> None:
     parser.add_argument("--refreshes", type=int, default=200)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--per-gpu", type=int, default=6)
+    parser.add_argument(
+        "--datatable",
+        action="store_true",
+        help="textual's DataTable in place of RowTable (what the line-API table replaced)",
+    )
     args = parser.parse_args()
+    if args.datatable:  # the app's module looks the table class up by this name
+        top_app.RowTable = DataTableRows  # type: ignore[attr-defined,assignment]
 
     clock = FakeClock(START + 600 * NS)
     fleet = SimulatedFleet(hosts=1, gpus_per_host=args.gpus, start_ns=START)
@@ -145,8 +196,9 @@ def main() -> None:
     result = asyncio.run(measure(feed, clock, args.refreshes, args.per_gpu))
     feed.close()
 
+    table = "textual's DataTable" if args.datatable else "RowTable (line API)"
     print(
-        f"{result['gpus']:.0f} GPUs, {result['processes']:.0f} processes, "
+        f"{result['gpus']:.0f} GPUs, {result['processes']:.0f} processes, {table}, "
         f"median of {args.refreshes} refreshes (half of them cold)\n"
     )
     print("| step | median ms |")

@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES: list[tuple[str, list[str], list[str]]] = [
     # script, full arguments, quick arguments
     ("bench_generate.py", ["--hours", "24", "--runs", "3"], ["--hours", "1", "--runs", "1"]),
-    ("bench_store.py", [], ["--quick"]),
+    ("bench_store.py", ["--encodings"], ["--quick", "--encodings"]),
     ("bench_record_cpu.py", ["--seconds", "120"], ["--seconds", "20", "--warmup", "5"]),
     ("bench_nvml_tick.py", [], []),
     ("bench_dcgm_parse.py", [], []),
@@ -23,6 +23,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench_rollups.py", [], ["--quick", "--runs", "1"]),
     ("bench_scrape.py", ["--scrapes", "300"], ["--scrapes", "30"]),
     ("bench_top.py", ["--refreshes", "400"], ["--refreshes", "40"]),
+    ("bench_top.py", ["--datatable", "--refreshes", "200"], ["--datatable", "--refreshes", "20"]),
     ("traces.py", [], []),
 ]
 
