@@ -44,14 +44,15 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 CHILD = """
 import json, sys, time
-start = time.perf_counter()
+start, cpu_start = time.perf_counter(), time.process_time()
 from gpulens.app.traces import analyze_traces, load_trace_file
 trace = load_trace_file(sys.argv[1])
-loaded = time.perf_counter()
+loaded, cpu_loaded = time.perf_counter(), time.process_time()
 findings = analyze_traces([trace]).findings
-done = time.perf_counter()
+done, cpu_done = time.perf_counter(), time.process_time()
 print(json.dumps({
     "load_s": loaded - start, "analyze_s": done - loaded, "events": len(trace.events),
+    "load_cpu_s": cpu_loaded - cpu_start, "analyze_cpu_s": cpu_done - cpu_loaded,
     "flows": len(trace.flows), "findings": sorted({f.rule_id for f in findings}),
 }))
 """
@@ -125,7 +126,8 @@ def build(source: Path, target: Path, gb: float) -> tuple[int, int]:
 
 
 def _run(path: Path) -> dict[str, Any]:
-    """One fresh subprocess over the file: its timings, wall time and own peak RSS (MiB)."""
+    """One fresh subprocess over the file: its timings, wall time, CPU time (user + system:
+    what a busy machine inflates least) and own peak RSS (MiB)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -142,6 +144,7 @@ def _run(path: Path) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     result["wall_s"] = wall
     result["rss_mib"] = usage.ru_maxrss / 1024
+    result["cpu_s"] = usage.ru_utime + usage.ru_stime
     return result
 
 
@@ -170,6 +173,9 @@ def main() -> None:
         rss = statistics.median(r["rss_mib"] for r in runs)
         load = statistics.median(r["load_s"] for r in runs)
         analyze = statistics.median(r["analyze_s"] for r in runs)
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        cpu_load = statistics.median(r["load_cpu_s"] for r in runs)
+        cpu_analyze = statistics.median(r["analyze_cpu_s"] for r in runs)
         print("| JSON GB | events (+ flows) | wall s (load + analyze) | peak RSS MiB | findings |")
         print("|---:|---:|---:|---:|---|")
         print(
@@ -180,6 +186,8 @@ def main() -> None:
         print(
             f"\nmedians of {args.runs} run(s); per run: "
             + ", ".join(f"{r['wall_s']:.1f} s / {r['rss_mib']:.0f} MiB" for r in runs)
+            + f"\nCPU s (user + system): {cpu:.1f} ({cpu_load:.1f} loading + {cpu_analyze:.1f} "
+            f"analyses and findings); load average {os.getloadavg()[0]:.1f}"
         )
     finally:
         if not args.keep and args.dir is None:
