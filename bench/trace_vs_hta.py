@@ -40,24 +40,16 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from traces import OURS_BREAKDOWN
+
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("GPULENS_SHARED", HERE.parent.parent / "shared"))
 REFERENCE = SHARED / "data/traces-reference"
 TRACES = SHARED / "data/traces"
 
-OURS_NARROW = """
-import json, sys, time
-start = time.perf_counter()
-from gpulens.analyze.traces.breakdown import breakdown, job_step_name_count
-from gpulens.app.traces import load_trace_file
-files = json.loads(sys.argv[1])
-traces = [load_trace_file(path, rank=int(rank)) for rank, path in files.items()]
-loaded = time.perf_counter()
-steps = job_step_name_count(traces)
-for t in traces:
-    breakdown(t, hta_window=True, hta_quirks=True, job_step_names=steps)
-print(json.dumps({"load_s": loaded - start, "analyze_s": time.perf_counter() - loaded}))
-"""
+# load + temporal + idle breakdowns: the same driver as traces.py's breakdown work
+OURS_NARROW = OURS_BREAKDOWN
 
 OURS_LOAD = """
 import json, sys

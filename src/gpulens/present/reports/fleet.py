@@ -163,6 +163,24 @@ def _job_cells(job: dict[str, Any]) -> list[str]:
     ]
 
 
+_WASTE_HEADERS = ["cause", "kind", "GPU-hours", "cost", "kWh", "kg CO2e"]
+
+
+def _waste_rows(view: ReportView) -> list[list[str]]:
+    """The waste-by-cause table's cells, for the Markdown and HTML reports."""
+    return [
+        [
+            str(w.get("cause")),
+            str(w.get("kind")),
+            num(w.get("gpu_hours"), 2),
+            _money(w.get("cost")),
+            num(w.get("energy_kwh"), 2),
+            num(w.get("co2e_kg"), 2),
+        ]
+        for w in view.waste_by_cause
+    ]
+
+
 _JOB_HEADERS = ["job", "verdict", "evidence", "memory peak GB", "headroom", "workload type"]
 
 
@@ -309,18 +327,8 @@ def to_markdown(view: ReportView) -> str:
     if view.waste_by_cause:
         lines += ["## Waste by cause", ""]
         lines += md_table(
-            ["cause", "kind", "GPU-hours", "cost", "kWh", "kg CO2e"],
-            [
-                [
-                    str(w.get("cause")),
-                    str(w.get("kind")),
-                    num(w.get("gpu_hours"), 2),
-                    _money(w.get("cost")),
-                    num(w.get("energy_kwh"), 2),
-                    num(w.get("co2e_kg"), 2),
-                ]
-                for w in view.waste_by_cause
-            ],
+            _WASTE_HEADERS,
+            _waste_rows(view),
         )
         if _has_headroom(view):
             lines += [f"*{HEADROOM_NOTE}*", ""]
@@ -495,18 +503,8 @@ def to_html(view: ReportView) -> str:
         out += [
             "<h2>Waste by cause</h2>",
             html_table(
-                ["cause", "kind", "GPU-hours", "cost", "kWh", "kg CO2e"],
-                [
-                    [
-                        str(w.get("cause")),
-                        str(w.get("kind")),
-                        num(w.get("gpu_hours"), 2),
-                        _money(w.get("cost")),
-                        num(w.get("energy_kwh"), 2),
-                        num(w.get("co2e_kg"), 2),
-                    ]
-                    for w in view.waste_by_cause
-                ],
+                _WASTE_HEADERS,
+                _waste_rows(view),
                 numeric=lambda i, n: i >= 2,
             ),
         ]
