@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 
 from gpulens.app import session
-from gpulens.app.analysis import analyse
+from gpulens.app.analysis import report
 from gpulens.clock import PacedClock
 from gpulens.config import load_config
 from gpulens.findings.model import Finding, Severity
@@ -77,17 +77,7 @@ def _report(data_dir: Path) -> list[Finding]:
     """The findings `gpulens report` gives over the whole store."""
     cfg = _config(data_dir)
     session.tidy_store(cfg, compact_min_age_seconds=0)
-    store = session.open_store(cfg.data_dir)
-    try:
-        view = analyse(
-            store,
-            prices=session.prices(cfg),
-            region=session.carbon_region(cfg),
-            **session.analysis_settings(cfg),
-        )
-    finally:
-        store.close()
-    return view.findings
+    return report(cfg).findings
 
 
 def _paced(data_dir: Path, start_ns: int) -> None:

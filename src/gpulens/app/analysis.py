@@ -36,6 +36,8 @@ from gpulens.analyze.memory import (
 )
 from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
+from gpulens.app import session
+from gpulens.config import Config
 from gpulens.findings.context import FindingThresholds
 from gpulens.findings.engine import build_context, run_rules
 from gpulens.findings.model import Finding
@@ -233,6 +235,32 @@ def analyse(
             "unmeasured; enable DCGM profiling or use Hopper+ GPUs with NVML GPM"
         )
     return view
+
+
+def report(
+    cfg: Config,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    scope: Mapping[str, str] | None = None,
+    step_s: float | None = None,
+) -> ReportView:
+    """`analyse` of the store of `cfg` with its prices, carbon region, quotas and thresholds:
+    what `gpulens report` and the demo's summary show."""
+    store = session.open_store(cfg.data_dir)
+    try:
+        return analyse(
+            store,
+            start_ns,
+            end_ns,
+            scope,
+            step_s,
+            prices=session.prices(cfg),
+            region=session.carbon_region(cfg),
+            quotas=session.quotas(cfg),
+            **session.analysis_settings(cfg),
+        )
+    finally:
+        store.close()
 
 
 def _history(

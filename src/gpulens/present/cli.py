@@ -160,18 +160,9 @@ def _summary_table(cfg: Config) -> Table:
 
 def _print_findings(cfg: Config, limit: int = 10) -> None:
     """The run's findings, one line each, largest impact first."""
-    from gpulens.app.analysis import analyse
+    from gpulens.app.analysis import report
 
-    store = session.open_store(cfg.data_dir)
-    try:
-        view = analyse(
-            store,
-            prices=session.prices(cfg),
-            region=session.carbon_region(cfg),
-            **session.analysis_settings(cfg),
-        )
-    finally:
-        store.close()
+    view = report(cfg)
     t = view.totals
     out.print(
         f"\nAllocated {human.number(t.get('allocated_gpu_hours', 0))} GPU-hours, useful "
@@ -505,7 +496,7 @@ def report(
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
 ) -> None:
     """A job report (--job) or a fleet report: useful work, waste and its price, findings."""
-    from gpulens.app.analysis import analyse
+    from gpulens.app.analysis import report as run_report
     from gpulens.present.reports.fleet import RENDERERS
     from gpulens.present.timespec import parse_when
 
@@ -514,21 +505,7 @@ def report(
     start_ns = parse_when(since, now, "--since")
     end_ns = parse_when(until, now, "--until")
     scope = {"job_id": job, "user": user, "host": host, "engine": engine, "project": project}
-    store = session.open_store(cfg.data_dir)
-    try:
-        view = analyse(
-            store,
-            start_ns,
-            end_ns,
-            {k: v for k, v in scope.items() if v},
-            step,
-            prices=session.prices(cfg),
-            region=session.carbon_region(cfg),
-            quotas=session.quotas(cfg),
-            **session.analysis_settings(cfg),
-        )
-    finally:
-        store.close()
+    view = run_report(cfg, start_ns, end_ns, {k: v for k, v in scope.items() if v}, step)
     text = RENDERERS[format.value](view)
     if output is not None:
         output.write_text(text, encoding="utf-8")
