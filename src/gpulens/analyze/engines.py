@@ -163,11 +163,12 @@ RECOMMEND_SCHEMA = pa.schema(
 )
 
 # (column, higher is better, what it is called in the basis)
-_MEASURES: tuple[tuple[str, bool, str], ...] = (
-    ("tokens_per_s", True, "tokens/s per GPU"),
-    ("samples_per_s", True, "samples/s per GPU"),
-    ("latency_p50_s", False, "median latency"),
-    ("useful_ratio", True, "useful work per GPU-hour"),
+# (column, higher is better, what it is, its unit in the basis text)
+_MEASURES: tuple[tuple[str, bool, str, str], ...] = (
+    ("tokens_per_s", True, "tokens/s per GPU", " tokens/s"),
+    ("samples_per_s", True, "samples/s per GPU", " samples/s"),
+    ("latency_p50_s", False, "median latency", " s"),
+    ("useful_ratio", True, "useful work per GPU-hour", " (ratio)"),
 )
 
 
@@ -242,7 +243,7 @@ def recommend_engine_migration(frame: pa.Table, settings: EngineSettings | None 
         )
     needed = (
         *("engine", "state", "process_name", "job_id", "gpu_uuid", "step_s", *s.model_key),
-        *("sm_active", "tensor_active", "dram_active", "duty", *(c for c, _, _ in _MEASURES)),
+        *("sm_active", "tensor_active", "dram_active", "duty", *(c for c, _, _, _ in _MEASURES)),
     )
     f = rows_of(frame, not_warmup(frame), needed)
     if f.num_rows == 0:
@@ -260,7 +261,7 @@ def recommend_engine_migration(frame: pa.Table, settings: EngineSettings | None 
     model, labels = _model_keys(f, s.model_key)
     step = np.nan_to_num(floats(f, "step_s"))
     values = {c: floats(f, c) for c in ("sm_active", "tensor_active", "dram_active", "duty")}
-    measures = {c: floats(f, c) for c, _, _ in _MEASURES}
+    measures = {c: floats(f, c) for c, _, _, _ in _MEASURES}
     by_model = _by_model(engine, engines, model, labels, {e.lower() for e in s.optimised_engines})
     ids, n = group_ids(f, ("engine", "process_name", *s.model_key))
     rows = []
@@ -324,7 +325,7 @@ def _measured(
         if m != model:
             continue
         o = other
-        for col, higher, label in _MEASURES:
+        for col, higher, label, unit in _MEASURES:
             mine = weighted_mean(measures[col][idx], step[idx])
             theirs = weighted_mean(measures[col][o], step[o])
             if not (mine > 0 and theirs > 0):
@@ -332,7 +333,7 @@ def _measured(
             gain = theirs / mine if higher else mine / theirs
             basis = (
                 f"measured: {label} of the same model ({model}) on {other_engine} "
-                f"{theirs:.4g} vs {mine:.4g} here"
+                f"{theirs:.4g}{unit} vs {mine:.4g}{unit} here"
             )
             if best is None or gain > best[0]:
                 best = (gain, basis, other_engine)

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from gpulens.numbers import is_nan
+
 
 class Severity(StrEnum):
     """How urgent a finding is."""
@@ -57,9 +59,9 @@ def which_held(*rows: Evidence) -> list[Evidence]:
         if e.holds():
             out.append(e)
             continue
-        if e.value != e.value:  # NaN
+        if is_nan(e.value):
             missed = "not measured"
-        elif e.threshold is None or e.threshold != e.threshold:
+        elif e.threshold is None or is_nan(e.threshold):
             missed = "threshold unknown"
         else:
             missed = f"not {e.comparison} {e.threshold:.3g}"
