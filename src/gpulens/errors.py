@@ -37,3 +37,9 @@ class TraceFormatError(GpulensError):
     """A profiler trace is not in a format gpulens understands."""
 
     exit_code = 6
+
+
+class InputTooLarge(GpulensError):
+    """An input passed one of the `limits.*` settings: names the input, the limit and the setting."""
+
+    exit_code = 7
