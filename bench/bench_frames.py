@@ -136,6 +136,7 @@ def main() -> None:
             print(f"built {root}: {rows['gpu'] / 1e6:.1f}M gpu rows, "
                   f"{rows['process'] / 1e6:.1f}M process rows in {t_build:.0f} s "
                   f"(generation, hourly segments, maintenance after each day)")  # fmt: skip
+            print(_disk_sizes(root))
             return
         with Store(root) as store:
             times = []
@@ -168,6 +169,7 @@ def main() -> None:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
     cores = len(os.sched_getaffinity(0))
+    print(_disk_sizes(root) if args.dir is not None else "")
     print(f"## gpulens interval frames ({gpus} GPUs x {days} days at {args.interval} s, "
           f"step {args.step:g} s, {cores} cores)\n")  # fmt: skip
     print("| measure | value | target |")
@@ -189,6 +191,18 @@ def main() -> None:
     print(f"| `gpu_intervals` step {step}, frames cache ({stats.days_cached} days), median of "
           f"{args.runs} | {statistics.median(cached_t):.2f} s | ≤ 3 s |")  # fmt: skip
     print(f"| cached rows = raw rows | {same} ({cached.num_rows:,}) | |")
+
+
+def _disk_sizes(root: Path) -> str:
+    """Bytes on disk of the store and of each of its top-level parts (gpu, process, frames...)."""
+
+    def size(path: Path) -> int:
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+    parts = sorted((size(p), p.name) for p in root.iterdir() if p.is_dir())
+    total = sum(n for n, _ in parts)
+    listed = ", ".join(f"{name} {n / 1e9:.2f} GB" for n, name in reversed(parts))
+    return f"on disk: {total / 1e9:.2f} GB ({listed})"
 
 
 if __name__ == "__main__":

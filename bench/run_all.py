@@ -25,6 +25,8 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench_top.py", ["--refreshes", "400"], ["--refreshes", "40"]),
     ("bench_top.py", ["--datatable", "--refreshes", "200"], ["--datatable", "--refreshes", "20"]),
     ("traces.py", [], []),
+    ("trace_loader.py", ["--runs", "5"], ["--runs", "1"]),
+    ("startup.py", [], ["--runs", "3"]),
 ]
 
 
