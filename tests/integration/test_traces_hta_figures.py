@@ -183,3 +183,32 @@ def test_default_mode_json_has_every_figure(shared: Path) -> None:
         assert stats["launch_delay_mean_us"] == pytest.approx(
             stats["launch_delay_sum_us"] / stats["n_launches"]
         )
+
+
+def test_reports_show_the_kernel_types_and_compare_the_new_figures(shared: Path) -> None:
+    """The Markdown report has the job's kernel-type table with HTA's rows and shares; --compare
+    sets the overlap and the launch figures of each rank side by side."""
+    from gpulens.present.reports.trace import compare_docs, to_markdown
+
+    case = "hta_trace_filter_sampled_2ranks"
+    files = _cases(shared)[case]
+    traces = [load_trace_file(p, rank=r) for r, p in files.items()]
+    view = build_view(analyze_traces(traces, hta_window=True))
+    text = to_markdown(view)
+    table = text.split("### Kernel types (HTA)", 1)[1].split("\n\n", 2)[1]
+    shown = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()[2:]}
+    rows = _hta(shared, case, "kernel_type_breakdown")
+    hta = {r["kernel_type"]: float(r["percentage"]) for r in rows if float(r["sum"]) > 0}
+    assert set(shown) == set(hta)
+    for kind, pct in hta.items():
+        share = float(shown[kind].rsplit(" | ", 1)[1].rstrip("%| "))
+        assert abs(share - pct) <= 0.05 + 0.05 + 1e-9, (kind, shown[kind])  # HTA's and ours
+    before, after = _doc("hta_trace_diff_control_a100_r3of8", True), _doc(case, True)
+    figures = compare_docs(before, after)["ranks"][0]["figures"]
+    b, a = before["ranks"][0], after["ranks"][0]
+    assert figures["kernel_launches"]["before"] == b["launch_stats"]["n_launches"]
+    assert figures["kernel_launches"]["after"] == a["launch_stats"]["n_launches"]
+    assert figures["launch_delay_p50_us"]["after"] == a["launch_stats"]["launch_delay_p50_us"]
+    overlap = figures["comm_comp_overlap_share"]
+    assert overlap["before"] == pytest.approx(b["comm_comp_overlap_pct"] / 100)
+    assert overlap["after"] == pytest.approx(a["comm_comp_overlap_pct"] / 100)

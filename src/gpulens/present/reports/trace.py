@@ -103,6 +103,13 @@ def _compare_numbers(rank: dict[str, Any]) -> dict[str, float]:
     for name, c in rank["kernel_classes"]["classes"].items():
         out[f"kernels_{name}_us"] = c["time_us"]
     out["exposed_comm_us"] = rank["communication"]["exposed_us"]
+    if rank["comm_comp_overlap_pct"] is not None:
+        out["comm_comp_overlap_share"] = rank["comm_comp_overlap_pct"] / 100
+    launches = rank["launch_stats"]
+    if launches["n_launches"]:
+        out["kernel_launches"] = launches["n_launches"]
+        out["launch_delay_mean_us"] = launches["launch_delay_mean_us"]
+        out["launch_delay_p50_us"] = launches["launch_delay_p50_us"]
     steps = rank["steps"]
     if steps:
         out["mean_step_us"] = sum(s["duration_us"] for s in steps) / len(steps)
@@ -382,13 +389,28 @@ def _compare_table(cmp: dict[str, Any]) -> list[Table]:
     return out
 
 
+def _kernel_type_table(rows: list[dict[str, Any]]) -> Table:
+    """HTA's kernel-type breakdown over the ranks it aggregates (overlap rows included)."""
+    return (
+        "Kernel types (HTA)",
+        ["kernel type", "time", "share"],
+        [[r["kernel_type"], _us(r["sum_us"]), _pct(_share(r["percentage"]))] for r in rows],
+    )
+
+
 def _sections(view: TraceView) -> list[tuple[str, list[Table]]]:
     doc = view.doc
     out: list[tuple[str, list[Table]]] = []
+    kernel_types = [_kernel_type_table(doc["kernel_type_breakdown"])]
+    if not doc["kernel_type_breakdown"]:
+        kernel_types = []
     if len(doc["ranks"]) > 1:
         cluster = doc["cluster"]
         notes: list[Table] = [("Notes", ["note"], [[human.readable(n)] for n in cluster["notes"]])]
-        out.append(("Job", [_cluster_table(cluster), *(notes if cluster["notes"] else [])]))
+        job = [_cluster_table(cluster), *kernel_types, *(notes if cluster["notes"] else [])]
+        out.append(("Job", job))
+    elif kernel_types:
+        out.append(("Job", kernel_types))
     for r in doc["ranks"]:
         head = f"Rank {r['rank']}: {base_name(r['file'])}"
         out.append((head, _rank_tables(r)))
