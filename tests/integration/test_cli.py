@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,34 @@ def test_record_runs_in_real_time_and_stops_cleanly_on_sigterm(tmp_path: Path) -
         "json",
     )
     assert json.loads(result.stdout)[0]["n"] >= 2 * 5
+
+
+def test_query_prints_every_table_of_a_recording_with_its_nanoseconds(tmp_path: Path) -> None:
+    """`record` stamps events with the clock's nanoseconds: `query` prints every table of
+    its store in every format, each timestamp with all nine fractional digits."""
+    store = tmp_path / "store"
+    env = {"GPULENS_COLLECT_COLLECTORS": "simulated", "GPULENS_SIMULATED_HOSTS": "1"}
+    recorded = run("record", "--data-dir", str(store), "--duration", "2", env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    tables = sorted(p.name for p in store.iterdir() if p.is_dir())
+    assert {"gpu", "process", "host", "event"} <= set(tables), tables
+    for table in tables:
+        for fmt in ("table", "csv", "json"):
+            result = run(
+                "query", f"SELECT * FROM {table}", "--data-dir", str(store), "--format", fmt
+            )
+            assert result.returncode == 0, (table, fmt, result.stderr)
+            assert "Traceback" not in result.stderr and result.stdout.strip(), (table, fmt)
+    sql = "SELECT ts, epoch_ns(ts) AS ns FROM event ORDER BY ts"
+    rows = json.loads(run("query", sql, "--data-dir", str(store), "--format", "json").stdout)
+    assert any(row["ns"] % 1000 for row in rows)  # finer than microseconds: the case at stake
+    for row in rows:
+        seconds, _, fraction = row["ts"].partition(".")
+        assert len(fraction) == 9 and int(fraction) == row["ns"] % 1_000_000_000, row
+        whole = datetime.fromisoformat(seconds).replace(tzinfo=UTC).timestamp()
+        assert int(whole) == row["ns"] // 1_000_000_000, row
+    as_csv = run("query", sql, "--data-dir", str(store), "--format", "csv").stdout.splitlines()
+    assert as_csv[1:] == [f"{row['ts']},{row['ns']}" for row in rows]
 
 
 def test_doctor_explains_each_source() -> None:

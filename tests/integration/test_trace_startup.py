@@ -148,5 +148,5 @@ def test_usage_errors_of_the_typer_commands_exit_2() -> None:
     """Typer ≥ 0.26 raises its usage errors from its own copy of click: they are usage errors
     all the same (Click's message, exit code 2), not internal errors."""
     result = _gpulens("report", "--format", "nope")
-    assert result.returncode == 2 and "Error:" in result.stderr and "--format" in result.stderr
+    assert result.returncode == 2 and "Usage:" in result.stderr and "--format" in result.stderr
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr

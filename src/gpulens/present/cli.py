@@ -7,7 +7,6 @@ shows the traceback instead.
 from __future__ import annotations
 
 import csv
-import importlib
 import io
 import json
 import math
@@ -40,6 +39,8 @@ from gpulens.present.console import app, err, out
 from gpulens.present.lazy import lazy_module
 
 if TYPE_CHECKING:  # imported when a command first uses them: each command starts fast
+    import pyarrow as pa
+
     from gpulens.app import session
     from gpulens.collect.simulated import SimulatedFleet
     from gpulens.pipeline.scheduler import TickResult
@@ -348,6 +349,53 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _times_as_text(result: pa.Table) -> pa.Table:
+    """`result` with its timestamps, times and durations as text, every digit kept: ISO 8601
+    (`2026-11-29T14:00:00.123456789Z`, UTC for a zoned column) and `1500 ns`. Python's
+    datetime and timedelta hold microseconds, so converting them would fail or round."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = []
+    for column in result.columns:
+        kind = column.type
+        if pa.types.is_timestamp(kind):
+            if kind.tz is not None:
+                column = column.cast(pa.timestamp(kind.unit, tz="UTC"))
+            column = pc.strftime(column, "%Y-%m-%dT%H:%M:%S" + ("Z" if kind.tz else ""))
+        elif pa.types.is_duration(kind):
+            column = pc.binary_join_element_wise(column.cast(pa.string()), f" {kind.unit}", "")
+        elif _has_times(kind):  # times, and times nested in lists or structs: Arrow's text
+            column = column.cast(_texted(kind))
+        columns.append(column)
+    return pa.table(columns, names=result.column_names)
+
+
+def _has_times(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(kind) or pa.types.is_time(kind) or pa.types.is_duration(kind):
+        return True
+    return any(_has_times(kind.field(i).type) for i in range(kind.num_fields))
+
+
+def _texted(kind: pa.DataType) -> pa.DataType:
+    """`kind` with every timestamp, time and duration inside it made a string."""
+    import pyarrow as pa
+
+    if not _has_times(kind):
+        return kind
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_texted(f.type)) for f in kind])
+    if pa.types.is_large_list(kind):
+        return pa.large_list(_texted(kind.value_type))
+    if pa.types.is_list(kind) or pa.types.is_fixed_size_list(kind):
+        return pa.list_(_texted(kind.value_type))
+    if pa.types.is_map(kind):
+        return pa.map_(_texted(kind.key_type), _texted(kind.item_type))
+    return pa.string()
+
+
 class CaptureFormat(StrEnum):
     dcgm_exporter = "dcgm-exporter"
     nvidia_smi_xml = "nvidia-smi-xml"
@@ -449,6 +497,7 @@ def query(
         result = store.query(sql)
     finally:
         store.close()
+    result = _times_as_text(result)
     rows: list[dict[str, Any]] = result.to_pylist()
     if format is Format.json:
         sys.stdout.write(json.dumps(rows, default=str) + "\n")
@@ -553,43 +602,21 @@ def doctor(
     out.print(table)
 
 
-def _click_classes(name: str) -> tuple[type, ...]:
-    """The exception classes called `name` of click and of typer's own copy of click (typer ≥
-    0.26 raises its usage errors from typer._click, its Exit and Abort from typer.exceptions),
-    where each is installed."""
-    found = []
-    for module in ("typer.exceptions", "typer._click.exceptions", "click.exceptions"):
-        try:
-            cls = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
-        if isinstance(cls, type):
-            found.append(cls)
-    return tuple(found)
-
-
 def main() -> None:
-    """The Typer app's entry point (present/entry.py sends every command but `trace` here):
-    maps errors to one line and an exit code."""
+    """The Typer app's entry point (present/entry.py sends every command but `trace` here).
+
+    Click's standalone mode handles its own errors whatever copy of click the installed typer
+    carries: a usage error prints the usage line, the nearest command or option, and exits 2;
+    `--help` and `--version` exit 0; Ctrl-C exits 130. Our errors are one line and the
+    GpulensError's exit code; anything else is an internal error (70)."""
     try:
-        app(standalone_mode=False)
+        app()
     except GpulensError as exc:
         if _state["debug"]:
             raise
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
     except Exception as exc:
-        if isinstance(exc, _click_classes("Exit")):
-            sys.exit(getattr(exc, "exit_code", 0))
-        if isinstance(exc, _click_classes("ClickException")):
-            getattr(exc, "show")()  # noqa: B009 - a click or a typer._click ClickException
-            sys.exit(getattr(exc, "exit_code", 1))
-        if isinstance(exc, _click_classes("Abort")):
-            err.print("aborted")
-            sys.exit(1)
         if _state["debug"]:
             raise
         err.print(

@@ -3,12 +3,43 @@ commands on it (cli.py: the one-shot commands; cli_live.py: the long-running one
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import typer
 from rich.console import Console
+from typer.core import TyperCommand
+from typer.models import CommandFunctionType
 
-app = typer.Typer(
+
+class UsageCommand(TyperCommand):
+    """Typer's command whose usage errors always carry their context, so that they print the
+    usage line: Click raises a missing option value (`--config` at the end) without it."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as exc:  # a UsageError of whichever copy of click typer carries
+            if getattr(exc, "ctx", False) is None and hasattr(exc, "format_message"):
+                exc.ctx = ctx  # type: ignore[attr-defined]
+                exc.cmd = ctx.command  # type: ignore[attr-defined]
+            raise
+
+
+class _App(typer.Typer):
+    """A Typer app whose commands are `UsageCommand`s unless they name their class."""
+
+    def command(
+        self, *args: Any, **kwargs: Any
+    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        kwargs.setdefault("cls", UsageCommand)
+        return super().command(*args, **kwargs)
+
+
+app = _App(
     add_completion=False,
     no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # --debug tracebacks must not print the token
     help="gpulens shows what GPUs really do: useful work versus duty cycle, and who wastes it.",
 )
 out = Console()

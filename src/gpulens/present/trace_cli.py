@@ -27,6 +27,7 @@ NAME = "trace"
 HELP = "Analyse PyTorch profiler (Kineto) traces: idle gaps and their causes, per rank."
 FORMATS = ("terminal", "markdown", "html", "json")  # gpulens.present.reports.trace.RENDERERS
 USAGE_EXIT = 2  # Click's exit code for usage errors
+UNRECOGNIZED = "unrecognized arguments: "  # how argparse starts its message for extra arguments
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,30 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help().replace("usage:", "Usage:", 1)
 
     def error(self, message: str) -> NoReturn:
+        unknown = message.removeprefix(UNRECOGNIZED)
+        if unknown != message:
+            message = self._no_such_option(unknown.split()) or message
         sys.stderr.write(
             f"{self.format_usage().replace('usage:', 'Usage:', 1)}"
             f"Try '{self.prog} --help' for help.\n\nError: {message}\n"
         )
         sys.exit(USAGE_EXIT)
+
+    def _no_such_option(self, extras: list[str]) -> str | None:
+        """Click's words for the first unknown option in `extras`, with the nearest known
+        options (difflib, as Click does); None when none of them is an option."""
+        import difflib
+
+        name = next((a.partition("=")[0] for a in extras if a.startswith("-")), None)
+        if name is None:
+            return None
+        known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        near = sorted(difflib.get_close_matches(name, known))
+        if len(near) == 1:
+            return f"No such option: {name} Did you mean {near[0]}?"
+        if near:
+            return f"No such option: {name} (Possible options: {', '.join(near)})"
+        return f"No such option: {name}"
 
 
 def parser(prog: str = f"gpulens {NAME}") -> argparse.ArgumentParser:
