@@ -395,15 +395,33 @@ def _describe_allowed(s: Setting) -> str:
     return kind
 
 
+def _cut(text: str, limit: int) -> str:
+    """`text`, or its first part and its length when longer than `limit` characters."""
+    return text if len(text) <= limit else f"{text[: limit - 24]}… ({len(text)} characters)"
+
+
+def _quote(raw: Any, limit: int = 80) -> str:
+    """`raw` as Python writes it, cut to about `limit` characters (an integer too long to
+    write, as its number of digits)."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw.bit_length() > 3 * limit:
+        return f"<an integer of about {int(raw.bit_length() * 0.30103) + 1} digits>"
+    return _cut(repr(raw), limit)
+
+
 def _coerce(s: Setting, raw: Any, origin: str) -> Any:
     """Convert `raw` (from TOML or an environment string) to the setting's type and check it."""
 
     def bad(why: str = "") -> ConfigError:
         tail = f" ({why})" if why else ""
         return ConfigError(
-            f"setting {s.key!r} = {raw!r} from {origin} is not allowed{tail}: expected "
+            f"setting {s.key!r} = {_quote(raw)} from {origin} is not allowed{tail}: expected "
             f"{_describe_allowed(s)}. {s.help}"
         )
+
+    if "\x00" in (raw if isinstance(raw, str) else "") or (
+        isinstance(raw, list) and any(isinstance(i, str) and "\x00" in i for i in raw)
+    ):
+        raise bad("it contains a NUL character")
 
     value: Any
     if s.type is list:
@@ -416,7 +434,7 @@ def _coerce(s: Setting, raw: Any, origin: str) -> Any:
         if s.item_choices:
             unknown = [i for i in value if i not in s.item_choices]
             if unknown:
-                raise bad(f"unknown {', '.join(map(repr, unknown))}")
+                raise bad(f"unknown {_cut(', '.join(map(repr, unknown)), 120)}")
         return value
     if s.type is bool:
         if isinstance(raw, bool):
@@ -443,7 +461,7 @@ def _coerce(s: Setting, raw: Any, origin: str) -> Any:
             raise bad()
         try:
             value = converter(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise bad() from None
         if s.type is int and isinstance(raw, float) and not raw.is_integer():
             raise bad()
@@ -458,14 +476,23 @@ def _coerce(s: Setting, raw: Any, origin: str) -> Any:
     return value
 
 
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+#: the most dotted parts a setting's key has (findings.idle_allocated.info_minutes)
+KEY_DEPTH = max(s.key.count(".") + 1 for s in SETTINGS)
+
+
+def _flatten(table: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted keys → values of a parsed TOML document. A table nested deeper than any setting
+    stops the descent: its key (cut at one part too many) is then an unknown setting."""
     out: dict[str, Any] = {}
-    for key, value in table.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, dotted + "."))
-        else:
-            out[dotted] = value
+    stack: list[tuple[str, Mapping[str, Any]]] = [("", table)]
+    while stack:
+        prefix, node = stack.pop()
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if isinstance(value, dict) and dotted.count(".") < KEY_DEPTH:
+                stack.append((dotted + ".", value))
+            else:
+                out[dotted] = value
     return out
 
 
@@ -500,7 +527,12 @@ def load_config(
     raw: dict[str, tuple[Any, str]] = {}
     if path is not None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {str(path)!r} is not UTF-8 text (byte {exc.start} is "
+                f"{exc.object[exc.start : exc.start + 1]!r}): save it as UTF-8, as TOML requires"
+            ) from None
         except FileNotFoundError:
             raise ConfigError(
                 f"config file {str(path)!r} does not exist: pass an existing "
@@ -510,13 +542,20 @@ def load_config(
             raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from None
         try:
             table = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+        except ValueError as exc:  # TOMLDecodeError, or an integer too long to convert
+            raise ConfigError(
+                f"config file {str(path)!r} is not valid TOML: {_cut(str(exc), 200)}"
+            ) from None
+        except RecursionError:
+            raise ConfigError(
+                f"config file {str(path)!r} nests arrays or inline tables too deeply to read: "
+                "no setting needs more than a list of strings"
+            ) from None
         for key, value in _flatten(table).items():
             if key not in BY_KEY:
                 known = ", ".join(sorted(BY_KEY))
                 raise ConfigError(
-                    f"config file {str(path)!r} has unknown setting {key!r}; "
+                    f"config file {str(path)!r} has unknown setting {_quote(key)}; "
                     f"known settings: {known}"
                 )
             raw[key] = (value, f"config file {str(path)!r}")

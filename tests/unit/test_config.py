@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from corpus.config import CASES
 from gpulens.config import SETTINGS, load_config
 from gpulens.errors import ConfigError
 
@@ -87,3 +88,30 @@ def test_every_setting_has_help_and_an_env_name() -> None:
     for s in SETTINGS:
         assert s.help.endswith(".") or s.help.endswith(")")
         assert s.env_name.startswith("GPULENS_") and s.env_name.isupper()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("size", [10, 20_000])
+def test_a_bad_config_file_is_one_config_error_naming_it(
+    tmp_path: Path, name: str, size: int
+) -> None:
+    path = CASES[name](tmp_path, size)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    message = str(err.value)
+    assert str(path) in message and "\n" not in message
+    assert len(message) < 4000  # the offending value is quoted, not copied whole
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"GPULENS_STORE_RETENTION_DAYS": "9" * 5000},
+        {"GPULENS_DATA_DIR": "/srv/a\x00b"},
+        {"GPULENS_COLLECT_COLLECTORS": "host,\x00"},
+    ],
+)
+def test_a_bad_environment_value_is_one_short_config_error(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(env=env)
+    assert next(iter(env)) in str(err.value) and len(str(err.value)) < 1000
