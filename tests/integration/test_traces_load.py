@@ -201,8 +201,8 @@ def test_scanner_equals_structs_on_every_stored_trace_and_reads_nearly_every_sli
     assert scan is not None
     calls = {"read": 0, "left": 0}
 
-    def counted(text: Any, start: int, end: int) -> Any:
-        result = scan(text, start, end)
+    def counted(text: Any, start: int, end: int, *limits: int) -> Any:
+        result = scan(text, start, end, *limits)
         calls["read" if result is not None else "left"] += 1
         return result
 

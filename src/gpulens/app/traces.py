@@ -16,11 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
+from gpulens.analyze.traces.limits import TraceLimits
 from gpulens.analyze.traces.load import DEFAULT_CHUNK_BYTES, load_trace
 from gpulens.analyze.traces.model import Trace
 from gpulens.errors import TraceFormatError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from gpulens.analyze.traces.hta_figures import KernelTypeRow
     from gpulens.analyze.traces.ranks import Cluster, RankAnalysis
     from gpulens.findings.model import Finding
@@ -34,6 +37,7 @@ __all__ = [
     "load_trace_file",
     "open_trace",
     "trace_files",
+    "trace_limits",
 ]
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
@@ -50,21 +54,42 @@ def open_trace(path: PathLike) -> BinaryIO:
         ) from exc
 
 
+def trace_limits(env: Mapping[str, str] | None = None) -> TraceLimits:
+    """The `limits.*` settings that bound one trace, from the environment (`GPULENS_LIMITS_*`,
+    default: os.environ) over their defaults. ConfigError names a bad value."""
+    from gpulens.config import load_config  # only here: `gpulens trace` starts without it
+
+    cfg = load_config(env=env)
+    return TraceLimits(
+        max_inflated_bytes=cfg.get("limits.max_inflated_bytes"),
+        max_events=cfg.get("limits.max_events"),
+        max_string_bytes=cfg.get("limits.max_string_bytes"),
+        max_nesting=cfg.get("limits.max_nesting"),
+    )
+
+
 def load_trace_file(
     path: PathLike,
     rank: int | None = None,
     *,
     name: str | None = None,
     chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
+    limits: TraceLimits | None = None,
 ) -> Trace:
     """Load the trace file at `path` (JSON or gzip): `load_trace` over the open file.
 
     `name`: what errors and `Trace.source` call it (default: the path as given). `rank` and
-    `chunk_bytes` as `load_trace`. Raises TraceFormatError.
+    `chunk_bytes` as `load_trace`; `limits` default to `trace_limits()`. Raises
+    TraceFormatError, or InputTooLarge past a limit.
     """
+    bounds = trace_limits() if limits is None else limits
     with open_trace(path) as f:
         return load_trace(
-            f, rank, name=os.fspath(path) if name is None else name, chunk_bytes=chunk_bytes
+            f,
+            rank,
+            name=os.fspath(path) if name is None else name,
+            chunk_bytes=chunk_bytes,
+            limits=bounds,
         )
 
 
@@ -115,16 +140,24 @@ def analyze_traces(traces: Sequence[Trace], *, hta_window: bool = False) -> Trac
 
 
 def analyze_files(
-    files: Sequence[PathLike], *, names: Sequence[str] | None = None, hta_window: bool = False
+    files: Sequence[PathLike],
+    *,
+    names: Sequence[str] | None = None,
+    hta_window: bool = False,
+    limits: TraceLimits | None = None,
 ) -> TraceJob:
     """Load `files` (one job; file i is rank i unless its metadata or name says otherwise) and
-    analyse them. `names`: what each is called (default: its path)."""
+    analyse them. `names`: what each is called (default: its path); `limits`: each file's
+    (default: `trace_limits()`)."""
     shown = [os.fspath(f) for f in files] if names is None else list(names)
+    bounds = trace_limits() if limits is None else limits
     pairs = enumerate(zip(files, shown, strict=True))
-    traces = [load_trace_file(f, rank=i, name=n) for i, (f, n) in pairs]
+    traces = [load_trace_file(f, rank=i, name=n, limits=bounds) for i, (f, n) in pairs]
     return analyze_traces(traces, hta_window=hta_window)
 
 
-def analyze_paths(paths: Sequence[PathLike], *, hta_window: bool = False) -> TraceJob:
+def analyze_paths(
+    paths: Sequence[PathLike], *, hta_window: bool = False, limits: TraceLimits | None = None
+) -> TraceJob:
     """`analyze_files` over the trace files of `paths` (files, or directories of rank files)."""
-    return analyze_files(trace_files(paths), hta_window=hta_window)
+    return analyze_files(trace_files(paths), hta_window=hta_window, limits=limits)

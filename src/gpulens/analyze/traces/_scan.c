@@ -13,6 +13,12 @@
  * float id, null), a time with more than 3 decimals or an exponent, an integer beyond int64, a
  * key written with escapes, or text that is not strict JSON. It never decides that text is
  * invalid: the Python path does, with its error message.
+ *
+ * Limits (`scan(text, start, end, max_nesting, max_string)`): a string longer than `max_string`
+ * bytes, or objects and arrays nested deeper than `max_nesting` inside an event (the event is
+ * level 1), raise `LimitExceeded(kind, offset)` ("string" or "nesting", the offset in `text`).
+ * `check` finds the same in any text without parsing it, and `value_end` finds where one JSON
+ * value ends; both read each byte once.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -53,9 +59,22 @@ typedef struct {
     Py_ssize_t slots; /* power of two */
     Py_ssize_t distinct;
     PyObject *strings; /* list of str, by index */
-    int failed;        /* 1: not handled here (return None); 2: Python error set */
+    int failed;        /* 1: not handled here (return None); 2: Python error set; 3: a limit */
     int depth;         /* nesting of the value being skipped */
+    Py_ssize_t max_nesting;
+    Py_ssize_t max_string;
+    const char *limit_kind; /* failed == 3: "string" or "nesting", at limit_at */
+    Py_ssize_t limit_at;
 } Scanner;
+
+static PyObject *LimitExceeded;
+
+static int over_limit(Scanner *s, const char *kind, Py_ssize_t at) {
+    s->failed = 3;
+    s->limit_kind = kind;
+    s->limit_at = at;
+    return -1;
+}
 
 /* -- output columns ---------------------------------------------------------------------- */
 
@@ -92,7 +111,7 @@ static inline void skip_ws(Scanner *s) {
 }
 
 static inline int fail(Scanner *s) {
-    if (!s->failed) {
+    if (!s->failed) { /* a limit or a Python error already set stays */
         s->failed = 1;
     }
     return -1;
@@ -111,6 +130,9 @@ static int lex_string(Scanner *s, Py_ssize_t *start, Py_ssize_t *len, int *escap
         unsigned char ch = (unsigned char)s->text[i];
         if (ch == '"') {
             *len = i - *start;
+            if (*len > s->max_string) {
+                return over_limit(s, "string", *start - 1);
+            }
             s->pos = i + 1;
             return 0;
         }
@@ -144,6 +166,9 @@ static int lex_string(Scanner *s, Py_ssize_t *start, Py_ssize_t *len, int *escap
             return fail(s);
         }
         i++;
+    }
+    if (i - *start > s->max_string) {
+        return over_limit(s, "string", *start - 1);
     }
     return fail(s);
 }
@@ -537,6 +562,9 @@ static int skip_nested(Scanner *s) {
     char ch = s->text[s->pos];
     Py_ssize_t start, len, a, b, c;
     int escaped, e, more;
+    if ((ch == '{' || ch == '[') && s->depth + 1 > s->max_nesting) {
+        return over_limit(s, "nesting", s->pos);
+    }
     switch (ch) {
     case '"':
         return lex_string(s, &start, &len, &escaped);
@@ -673,7 +701,10 @@ static int event_member(Scanner *s, Event *ev, Py_ssize_t k, Py_ssize_t n) {
             ev->arg_name = -1;
             ev->stream = ev->correlation = ev->external = MISSING;
             ev->occupancy = Py_NAN;
-            return read_object(s, ev, args_member);
+            s->depth++; /* `args` is level 2: its values' containers level 3 and deeper */
+            int rc = read_object(s, ev, args_member);
+            s->depth--;
+            return rc;
         }
         break;
     }
@@ -710,32 +741,54 @@ static void release(Scanner *s) {
     Py_XDECREF(s->strings);
 }
 
+static PyObject *limit_error(const char *kind, Py_ssize_t at) {
+    PyObject *value = Py_BuildValue("(sn)", kind, at);
+    if (value != NULL) {
+        PyErr_SetObject(LimitExceeded, value);
+        Py_DECREF(value);
+    }
+    return NULL;
+}
+
+/* The arguments (text, start, end[, max_nesting, max_string]) into `view` and `s`. */
+static int parse_args(const char *usage, PyObject *const *args, Py_ssize_t nargs,
+                      Py_buffer *view, Scanner *s, Py_ssize_t *start, Py_ssize_t *end) {
+    if (nargs != 3 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    memset(s, 0, sizeof(*s));
+    *start = PyLong_AsSsize_t(args[1]);
+    *end = PyLong_AsSsize_t(args[2]);
+    s->max_nesting = nargs == 5 ? PyLong_AsSsize_t(args[3]) : PY_SSIZE_T_MAX;
+    s->max_string = nargs == 5 ? PyLong_AsSsize_t(args[4]) : PY_SSIZE_T_MAX;
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    if (*start < 0 || *end > view->len || *start > *end) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "start/end outside the text");
+        return -1;
+    }
+    s->text = (const char *)view->buf;
+    s->pos = *start;
+    s->end = *end;
+    return 0;
+}
+
 static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "scan(text, start, end)");
-        return NULL;
-    }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (start < 0 || end > view.len || start > end) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "scan: start/end outside the text");
-        return NULL;
-    }
     Scanner s;
-    memset(&s, 0, sizeof(s));
-    s.text = (const char *)view.buf;
-    s.pos = start;
-    s.end = end;
+    Py_ssize_t start, end;
+    if (parse_args("scan(text, start, end[, max_nesting, max_string])", args, nargs, &view, &s,
+                   &start, &end) < 0) {
+        return NULL;
+    }
     s.strings = PyList_New(0);
     PyObject *result = NULL;
     Py_ssize_t count = 0;
@@ -764,6 +817,10 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     if (s.failed == 2) {
+        goto done;
+    }
+    if (s.failed == 3) {
+        limit_error(s.limit_kind, s.limit_at);
         goto done;
     }
     if (s.failed) {
@@ -795,9 +852,129 @@ done:
     return result;
 }
 
+/* The limits over text[start:end] without parsing it: strings longer than max_string bytes,
+ * objects and arrays nested deeper than max_nesting (counted from `start`). Only the quotes,
+ * backslashes and brackets are looked at, so any text is checked, JSON or not. */
+static PyObject *check(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    Scanner s;
+    Py_ssize_t start, end;
+    if (parse_args("check(text, start, end, max_nesting, max_string)", args, nargs, &view, &s,
+                   &start, &end) < 0) {
+        return NULL;
+    }
+    const char *t = s.text;
+    Py_ssize_t depth = 0;
+    for (Py_ssize_t i = start; i < end; i++) {
+        char ch = t[i];
+        if (ch == '"') {
+            Py_ssize_t open = i;
+            for (i++; i < end && t[i] != '"'; i++) {
+                if (t[i] == '\\') {
+                    i++;
+                }
+            }
+            if ((i < end ? i : end) - open - 1 > s.max_string) {
+                PyBuffer_Release(&view);
+                return limit_error("string", open);
+            }
+        } else if (ch == '{' || ch == '[') {
+            if (++depth > s.max_nesting) {
+                PyBuffer_Release(&view);
+                return limit_error("nesting", i);
+            }
+        } else if ((ch == '}' || ch == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+/* Where the JSON value at text[start] ends (the offset after it), or -1 when it does not end
+ * before `end`. Strings and brackets are matched, not parsed: the caller parses the value.
+ * Raises LimitExceeded as `check` does (nesting counted from the value: a container is 1). */
+static PyObject *value_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    Scanner s;
+    Py_ssize_t start, end;
+    if (parse_args("value_end(text, start, end, max_nesting, max_string)", args, nargs, &view,
+                   &s, &start, &end) < 0) {
+        return NULL;
+    }
+    const char *t = s.text;
+    Py_ssize_t depth = 0, found = -1;
+    for (Py_ssize_t i = start; i < end; i++) {
+        char ch = t[i];
+        if (ch == '"') {
+            Py_ssize_t open = i;
+            for (i++; i < end && t[i] != '"'; i++) {
+                if (t[i] == '\\') {
+                    i++;
+                }
+            }
+            if ((i < end ? i : end) - open - 1 > s.max_string) {
+                PyBuffer_Release(&view);
+                return limit_error("string", open);
+            }
+            if (i < end && depth == 0) {
+                found = i + 1;
+                break;
+            }
+        } else if (ch == '{' || ch == '[') {
+            if (++depth > s.max_nesting) {
+                PyBuffer_Release(&view);
+                return limit_error("nesting", i);
+            }
+        } else if (ch == '}' || ch == ']') {
+            if (depth == 0) { /* a scalar's end (or stray text: the caller's parse decides) */
+                found = i;
+                break;
+            }
+            if (--depth == 0) {
+                found = i + 1;
+                break;
+            }
+        } else if (depth == 0 && (ch == ',' || ch == ' ' || ch == '\n' || ch == '\r' ||
+                                  ch == '\t')) {
+            found = i; /* the end of a number or literal */
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(found);
+}
+
+/* The first offset in text[start:end] that is not JSON whitespace (`end` if none). */
+static PyObject *non_space(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    Scanner s;
+    Py_ssize_t start, end;
+    if (parse_args("non_space(text, start, end)", args, nargs, &view, &s, &start, &end) < 0) {
+        return NULL;
+    }
+    const unsigned char *t = (const unsigned char *)s.text;
+    Py_ssize_t i = start;
+    while (i < end && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t')) {
+        i++;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(i);
+}
+
 static PyMethodDef methods[] = {
+    {"non_space", (PyCFunction)(void (*)(void))non_space, METH_FASTCALL,
+     "non_space(text, start, end) -> the first offset that is not whitespace (end if none)."},
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
-     "scan(text, start, end) -> (count, strings, *columns) or None (see the module source)."},
+     "scan(text, start, end[, max_nesting, max_string]) -> (count, strings, *columns) or None "
+     "(see the module source)."},
+    {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL,
+     "check(text, start, end, max_nesting, max_string) -> None; raises LimitExceeded."},
+    {"value_end", (PyCFunction)(void (*)(void))value_end, METH_FASTCALL,
+     "value_end(text, start, end, max_nesting, max_string) -> offset after the value, or -1."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -806,4 +983,16 @@ static struct PyModuleDef module_def = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    LimitExceeded = PyErr_NewException("gpulens.analyze.traces._scan.LimitExceeded",
+                                       PyExc_ValueError, NULL);
+    if (LimitExceeded == NULL || PyModule_AddObjectRef(module, "LimitExceeded", LimitExceeded) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -255,7 +255,7 @@ class ColumnBuilder:
             dur_ns = _times(dur, "dur", text, has_dur)
         del dur
         if ts_ns is None or dur_ns is None:
-            again = reparse() if reparse else _reparse(text)
+            again = reparse() if reparse else _reparse(text, self.source)
             ts_ns, dur_ns = self._reparsed_times(again, n, kept)
             dur_ns = dur_ns[timed]
         row_type = type(timed_rows[0]) if timed_rows else None
@@ -386,12 +386,22 @@ class ColumnBuilder:
             raise TraceFormatError(f"{self.source}: the events changed on a second parse")
         if kept is not None:
             again = list(compress(again, kept.tolist()))
-        ts_ns = ints_as_ns(_field(again, "ts", 0))
-        dur_ns = ints_as_ns([0 if d is None else d for d in _field(again, "dur")])
-        if ts_ns is None or dur_ns is None:
-            raise TraceFormatError(
-                f"{self.source}: a `ts` or `dur` is not a number of µs (e.g. a string or null)"
-            )
+        ts = _field(again, "ts", 0)
+        dur = [0 if d is None else d for d in _field(again, "dur")]
+        ts_ns, dur_ns = ints_as_ns(ts), ints_as_ns(dur)
+        for key, values, ns in (("ts", ts, ts_ns), ("dur", dur, dur_ns)):
+            if ns is None:
+                bad = next((v for v in values if type(v) is not int), None)
+                if type(bad) is float:  # rewritten to ns, but beyond int64
+                    raise TraceFormatError(
+                        f"{self.source}: the `{key}` of an event is out of range ({bad / 1000:g} "
+                        "µs): times must fit in 64-bit integer nanoseconds (±292 years)"
+                    )
+                raise TraceFormatError(
+                    f"{self.source}: the `{key}` of an event is {bad!r:.40}, not a number of "
+                    "µs; every `ts` and `dur` is a number"
+                )
+        assert ts_ns is not None and dur_ns is not None
         return ts_ns, dur_ns
 
     # -- strings and metadata ----------------------------------------------------------------
@@ -537,13 +547,19 @@ def _times(
             return None
         out = np.zeros(len(values), dtype=np.int64)
         out[present] = texts_to_ns(numbers)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # beyond int64 ns: the re-parse says so
         return None
     return out
 
 
-def _reparse(text: Text) -> list[Any]:
+def _reparse(text: Text, source: str) -> list[Any]:
     import orjson  # the rare path: not imported for the common one
 
-    parsed = orjson.loads(b"[" + rewrite_times(bytes(text)) + b"]")
+    try:
+        parsed = orjson.loads(b"[" + rewrite_times(bytes(text)) + b"]")
+    except orjson.JSONDecodeError as exc:  # a time rewritten to an integer beyond 64 bits
+        raise TraceFormatError(
+            f"{source}: a `ts` or `dur` is out of range ({exc}): times are µs that fit in "
+            "64-bit integer nanoseconds (±292 years)"
+        ) from None
     return parsed if isinstance(parsed, list) else []

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, Protocol, cast
 
+from gpulens.analyze.traces.limits import too_large
 from gpulens.errors import TraceFormatError
 
 __all__ = ["Readable", "Reader", "TraceSource", "blocks", "not_empty", "read_all"]
@@ -113,16 +114,32 @@ class Reader:
         return True
 
 
-def blocks(reader: Reader, block_bytes: int) -> Iterator[bytes]:
-    """The input's (decompressed) bytes, in blocks of at most about `block_bytes`."""
+def blocks(reader: Reader, block_bytes: int, max_bytes: int | None = None) -> Iterator[bytes]:
+    """The input's (decompressed) bytes, in blocks of at most about `block_bytes`.
+
+    InputTooLarge (`limits.max_inflated_bytes`) once more than `max_bytes` came out, before
+    they are held anywhere: a gzip bomb is stopped after one block past the limit.
+    """
     head = reader.read_at_least(b"", 2)
-    if head[:2] != GZIP_MAGIC:
-        if head:
-            yield head
-        while block := reader.read(block_bytes):
-            yield block
+    gzipped = head[:2] == GZIP_MAGIC
+    out = (_gunzip if gzipped else _plain)(reader, head, block_bytes)
+    if max_bytes is None:
+        yield from out
         return
-    yield from _gunzip(reader, head, block_bytes)
+    total = 0
+    for block in out:
+        total += len(block)
+        if total > max_bytes:
+            what = "the trace, decompressed," if gzipped else "the trace"
+            raise too_large(reader.name, what, max_bytes, "limits.max_inflated_bytes")
+        yield block
+
+
+def _plain(reader: Reader, head: bytes, block_bytes: int) -> Iterator[bytes]:
+    if head:
+        yield head
+    while block := reader.read(block_bytes):
+        yield block
 
 
 def _gunzip(reader: Reader, head: bytes, block_bytes: int) -> Iterator[bytes]:
@@ -151,10 +168,13 @@ def _gunzip(reader: Reader, head: bytes, block_bytes: int) -> Iterator[bytes]:
                 )
 
 
-def read_all(reader: Reader) -> bytes:
+def read_all(reader: Reader, max_bytes: int | None = None) -> bytes:
+    """The whole (decompressed) input; InputTooLarge past `max_bytes`."""
     data = reader.all_bytes()
+    if data is not None and max_bytes is not None and len(data) > max_bytes:
+        raise too_large(reader.name, "the trace", max_bytes, "limits.max_inflated_bytes")
     if data is None:
-        data = b"".join(blocks(reader, 1 << 24))
+        data = b"".join(blocks(reader, 1 << 24, max_bytes))
     return not_empty(data, reader.name)
 
 

@@ -95,7 +95,8 @@ def to_ns(values: list[Any]) -> Ints | None:
         return arr.astype(np.int64) * 1000
     if arr.dtype.kind != "f" or not np.isfinite(arr).all():
         return None
-    ns = np.rint(arr * 1000.0)
+    with np.errstate(over="ignore"):  # beyond float64: infinite, and refused below
+        ns = np.rint(arr * 1000.0)
     if float(np.abs(arr).max()) < EXACT_FLOAT_LIMIT_US:
         return ns.astype(np.int64)
     if float(np.abs(ns).max()) >= 2.0**53:

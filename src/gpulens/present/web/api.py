@@ -5,6 +5,7 @@ nothing but the analysis, in memory, for the page to show."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import tempfile
 from pathlib import Path
@@ -14,8 +15,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
-from gpulens.errors import TraceFormatError
+from gpulens.errors import GpulensError, InputTooLarge, TraceFormatError
 from gpulens.findings.engine import RULES
 from gpulens.present.dashboard import (
     FindingsPage,
@@ -48,6 +50,8 @@ Dash = Annotated[Dashboard, Depends(dashboard)]
 Win = Annotated[WindowQuery, Depends(window_query)]
 GpuId = Annotated[str, PathParam(min_length=1, max_length=128, description="The GPU's UUID.")]
 UPLOAD_CHUNK = 1 << 20
+MAX_UPLOADS = 2  # uploads received or analysed at once; more get 503 (each may take a core)
+log = logging.getLogger(__name__)
 
 
 class Problem(BaseModel):
@@ -69,8 +73,16 @@ NOT_FOUND: Responses = {404: {"model": Problem, "description": "Nothing by that 
 TRACE_ERRORS: Responses = {
     403: {"model": Problem, "description": "The name leads outside the trace directories."},
     404: {"model": Problem, "description": "No such trace."},
-    413: {"model": Problem, "description": "Larger than agent.max_upload_bytes."},
+    413: {
+        "model": Problem,
+        "description": "Larger than agent.max_upload_bytes, or past a limits.* setting once "
+        "decompressed.",
+    },
     422: {"model": Problem, "description": "Not a trace, or a malformed name."},
+}
+UPLOAD_ERRORS: Responses = {
+    400: {"model": Problem, "description": "The client disconnected before the upload ended."},
+    503: {"model": Problem, "description": "Too many uploads at once; retry later."},
 }
 
 
@@ -166,7 +178,10 @@ def trace_error(
     message = str(exc)
     if hidden is not None and shown is not None:
         message = message.replace(str(hidden), shown)
-    status = exc.status if isinstance(exc, TracePathError) else 422
+    if isinstance(exc, TracePathError):
+        status = exc.status
+    else:
+        status = 413 if isinstance(exc, InputTooLarge) else 422
     return HTTPException(status_code=status, detail=message)
 
 
@@ -188,7 +203,7 @@ def trace_analysis(
     """Analyse a listed trace (a file, or a directory of one job's ranks)."""
     try:
         return dash.trace(dir_, name)
-    except (TracePathError, TraceFormatError) as exc:
+    except (TracePathError, TraceFormatError, InputTooLarge) as exc:
         raise trace_error(exc) from None
 
 
@@ -201,7 +216,7 @@ def upload_file_name(name: str) -> str:
 @router.post(
     "/traces/upload",
     response_model=UploadResult,
-    responses=TRACE_ERRORS,
+    responses={**TRACE_ERRORS, **UPLOAD_ERRORS},
     summary="Analyse an uploaded trace",
     openapi_extra={
         "requestBody": {
@@ -222,28 +237,61 @@ async def upload(
         ),
     ] = "upload.json",
 ) -> UploadResult:
-    """The raw trace file (JSON or gzip) as the body; at most `agent.max_upload_bytes`."""
+    """The raw trace file (JSON or gzip) as the body; at most `agent.max_upload_bytes`, and
+    within the `limits.*` settings once decompressed. At most MAX_UPLOADS at a time."""
     limit = dash.ctx.max_upload_bytes
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise HTTPException(413, f"the upload is {int(declared):,} bytes; the limit is {limit:,}")
+    state = request.app.state
+    active = getattr(state, "uploads_active", 0)
+    if active >= MAX_UPLOADS:
+        raise HTTPException(
+            503,
+            f"{MAX_UPLOADS} uploads are being analysed already: try again in a few seconds",
+            headers={"Retry-After": "5"},
+        )
+    state.uploads_active = active + 1  # no await since the check: no other upload came between
+    try:
+        return await _receive_and_analyse(request, dash, name, limit)
+    finally:
+        state.uploads_active -= 1
+
+
+async def _receive_and_analyse(
+    request: Request, dash: Dashboard, name: str, limit: int
+) -> UploadResult:
+    """Write the body to a temporary file (off the event loop), then analyse it in a thread."""
     digest = hashlib.sha256()
     size = 0
     with tempfile.TemporaryDirectory(prefix="gpulens-upload-") as tmp:
         path = Path(tmp) / upload_file_name(name)
-        with path.open("wb") as out:
+        out = await run_in_threadpool(path.open, "wb")
+        pending = bytearray()  # written a UPLOAD_CHUNK at a time, in a thread
+        try:
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
                     raise HTTPException(413, f"the upload exceeds the limit of {limit:,} bytes")
                 digest.update(chunk)
-                out.write(chunk)
+                pending += chunk
+                if len(pending) >= UPLOAD_CHUNK:
+                    await run_in_threadpool(out.write, bytes(pending))
+                    pending.clear()
+            if pending:
+                await run_in_threadpool(out.write, bytes(pending))
+        except ClientDisconnect:
+            log.warning("upload %r: the client disconnected after %s bytes", name, f"{size:,}")
+            raise HTTPException(400, "the client disconnected before the upload ended") from None
+        finally:
+            await run_in_threadpool(out.close)
         if size == 0:
             raise HTTPException(422, "the upload is empty: send the trace file as the body")
         upload_id = digest.hexdigest()[:32]
         try:
             page = await run_in_threadpool(dash.analyse_upload, path, name, upload_id)
-        except TraceFormatError as exc:
+        except GpulensError as exc:
+            log.info("upload %r refused: %s", name, exc)
             raise trace_error(exc, name, path) from None
     return UploadResult(id=upload_id, size_bytes=size, page=page)
 
