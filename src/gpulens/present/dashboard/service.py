@@ -1,14 +1,24 @@
 """The dashboard over an agent's context: windows anchored at the newest reading, one analysed
-window shared by the pages that show it (kept a few seconds), and the page builders."""
+window shared by the pages that show it, and the page builders.
+
+However many viewers refresh at once, one window is analysed once per `ttl_s`: requests for it
+wait for the one analysis in flight (single flight); once it is older than `ttl_s`, requests
+get it at once while one background thread analyses it again (stale while revalidate). A
+window that has moved on by a step, as live windows do, is served from the previous window of
+the same span and step while the new one is analysed. Pages built from an analysed window are
+kept with it, so many viewers of a page cost one page build per analysis."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TypeVar, cast
 
 from gpulens.app.agent import AgentContext
 from gpulens.app.trace_dirs import TraceEntry, list_traces, resolve_trace
@@ -25,6 +35,8 @@ from gpulens.present.dashboard.workloads import WorkloadsPage, workloads_page
 from gpulens.store import Store
 
 WindowKey = tuple[int, int, int]
+PageKey = tuple[str, tuple[object, ...]]
+T = TypeVar("T")
 
 
 class Dashboard:
@@ -43,7 +55,8 @@ class Dashboard:
         self.keep = keep
         self.clock = clock
         self.traces = TraceCache()
-        self._cache: OrderedDict[WindowKey, tuple[float, Analysed]] = OrderedDict()
+        self._cache: OrderedDict[WindowKey, _Entry] = OrderedDict()
+        self._pending: dict[WindowKey, threading.Event] = {}
         self._uploads: OrderedDict[str, TracePage] = OrderedDict()
         self._lock = threading.Lock()
         self._uploads_lock = threading.Lock()
@@ -67,35 +80,101 @@ class Dashboard:
         return resolve(self.latest_ns(), range_name, points, start_ns, end_ns)
 
     def analysed(self, window: Window) -> Analysed:
-        """`window` through the report pipeline, reused for `ttl_s` seconds."""
+        """`window` through the report pipeline, shared by every request for `ttl_s` seconds
+        (see the module's docstring for how concurrent and stale requests are served)."""
+        return self._entry(window).analysed
+
+    def _entry(self, window: Window) -> _Entry:
         key = (window.start_ns, window.end_ns, window.step_s)
-        with self._lock:
-            now = self.clock()
-            hit = self._cache.get(key)
-            if hit is not None and now - hit[0] <= self.ttl_s:
-                self._cache.move_to_end(key)
-                return hit[1]
+        while True:
+            with self._lock:
+                entry = self._cache.get(key) or self._previous(window)
+                pending = self._pending.get(key)
+                if entry is not None and (
+                    entry.key == key and self.clock() - entry.at <= self.ttl_s
+                ):
+                    self._cache.move_to_end(entry.key)
+                    return entry
+                if entry is not None:  # stale, or the window before this one: serve it
+                    if pending is None:
+                        self._pending[key] = threading.Event()
+                        threading.Thread(
+                            target=self._refresh_quietly, args=(key, window), daemon=True
+                        ).start()
+                    return entry
+                owner = pending is None
+                if owner:
+                    pending = self._pending[key] = threading.Event()
+            if owner:
+                return self._refresh(key, window)
+            assert pending is not None
+            pending.wait()  # then take what the owner stored (or, if it failed, try again)
+
+    def _refresh(self, key: WindowKey, window: Window) -> _Entry:
+        """Analyse `window`, store it under `key`, and wake the requests waiting for it."""
+        try:
             result: Analysed = self.ctx.with_store(
                 partial(_analyse, window=window, settings=self.settings)
             )
-            self._cache[key] = (self.clock(), result)
-            while len(self._cache) > self.keep:
-                self._cache.popitem(last=False)
-            return result
+            entry = _Entry(key, self.clock(), result, live=bool(window.range))
+            with self._lock:
+                self._cache[key] = entry
+                self._cache.move_to_end(key)
+                while len(self._cache) > self.keep:
+                    self._cache.popitem(last=False)
+            return entry
+        finally:
+            with self._lock:
+                event = self._pending.pop(key, None)
+            if event is not None:
+                event.set()
+
+    def _refresh_quietly(self, key: WindowKey, window: Window) -> None:
+        """`_refresh` in the background: a failure leaves the served entry as it is, and the
+        next request past `ttl_s` tries again."""
+        with contextlib.suppress(Exception):
+            self._refresh(key, window)
+
+    def _previous(self, window: Window) -> _Entry | None:
+        """For a live window (a named range, anchored at the newest reading): the newest cached
+        live window of the same span and step that ends before it, or None. A window with
+        explicit bounds is only ever served its own analysis. Called with the lock held."""
+        if not window.range:
+            return None
+        span = window.end_ns - window.start_ns
+        for key in reversed(self._cache):
+            start, end, step = key
+            entry = self._cache[key]
+            if entry.live and step == window.step_s and end - start == span and end < window.end_ns:
+                return entry
+        return None
+
+    def _page(
+        self, window: Window, name: str, args: tuple[object, ...], build: Callable[[Analysed], T]
+    ) -> T:
+        """The page `name` with `args` built from `window`'s analysis, built once per analysis."""
+        entry = self._entry(window)
+        page_key: PageKey = (name, args)
+        with entry.lock:
+            page = entry.pages.get(page_key)
+            if page is None:
+                page = entry.pages[page_key] = build(entry.analysed)
+        return cast(T, page)
 
     # -- pages ---------------------------------------------------------------------------------
     def now(self) -> NowStrip:
         return now_strip(self.ctx.live.snapshot() if self.ctx.live is not None else None)
 
     def fleet(self, window: Window) -> FleetPage:
-        return fleet_page(self.analysed(window))
+        return self._page(window, "fleet", (), fleet_page)
 
     def workloads(self, window: Window) -> WorkloadsPage:
-        return workloads_page(self.analysed(window))
+        return self._page(window, "workloads", (), workloads_page)
 
     def people(self, window: Window, by: str | None = None) -> PeoplePage:
         """The Jobs and users page; fairness by `by`, else by the configured quota group."""
-        return people_page(self.analysed(window), by or self.quota_by())
+        group = by or self.quota_by()
+        return self._page(window, "people", (group,), lambda a: people_page(a, group))
 
     def quota_by(self) -> str:
         """The label quotas are set for (`fairness.quota_by`, through the findings settings)."""
@@ -105,7 +184,12 @@ class Dashboard:
     def findings(
         self, window: Window, severity: str | None = None, rule: str | None = None, limit: int = 200
     ) -> FindingsPage:
-        return findings_page(self.analysed(window), severity, rule, limit)
+        return self._page(
+            window,
+            "findings",
+            (severity, rule, limit),
+            lambda a: findings_page(a, severity, rule, limit),
+        )
 
     def gpus(self) -> list[GpuEntry]:
         latest = self.latest_ns()
@@ -140,6 +224,19 @@ class Dashboard:
         """A recent upload's analysis, or None."""
         with self._uploads_lock:
             return self._uploads.get(upload_id)
+
+
+@dataclass
+class _Entry:
+    """An analysed window (`key`, analysed at `at` on the dashboard's clock) and the pages
+    built from it."""
+
+    key: WindowKey
+    at: float
+    analysed: Analysed
+    live: bool = False  # a named range's window, anchored at the newest reading
+    pages: dict[PageKey, object] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _analyse(store: Store, *, window: Window, settings: Settings) -> Analysed:
