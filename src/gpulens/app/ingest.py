@@ -1,24 +1,42 @@
 """`gpulens ingest`: stores captured files (dcgm-exporter pages, nvidia-smi XML or CSV) as
 readings, through the same pure parsers the live collectors use, and telemetry other systems
-exported as CSV (format ``csv``: a column map or a preset; see docs/importing.md)."""
+exported as CSV (format ``csv``: a column map or a preset; see docs/importing.md).
+
+Bounded and atomic: files are read as streams (gzip inflated on the fly) within the
+`limits.*` settings, readings go to the store in batches of at most `TABLE_ROWS` rows, and
+every segment of one ingest belongs to one `store.Commit`, so either every file is stored or,
+after an error, nothing is.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 
-from gpulens.collect.csv_import import ColumnMap, get_preset, parse_csv_table
-from gpulens.collect.dcgm.parse import parse_exposition
-from gpulens.collect.nvidia_smi import parse_nvsmi_xml, parse_query_csv
+from gpulens.collect.csv_import import ColumnMap, get_preset, iter_tables
+from gpulens.collect.dcgm.parse import ParseResult, parse_exposition, parse_exposition_lines
+from gpulens.collect.inputs import Limits, numbered_lines, open_bounded
+from gpulens.collect.nvidia_smi import (
+    iter_query_csv,
+    parse_nvsmi_xml,
+    parse_nvsmi_xml_stream,
+    parse_query_csv,
+)
 from gpulens.config import Config
-from gpulens.errors import ConfigError
+from gpulens.errors import CollectError, ConfigError
 from gpulens.model import Kind, Reading
-from gpulens.store import SegmentWriter
+from gpulens.store import Commit, SegmentWriter
 
 FORMATS: tuple[str, ...] = ("dcgm-exporter", "nvidia-smi-xml", "nvidia-smi-csv", "csv")
+
+#: rows of columnar tables (CSV imports) buffered before they are written as segments
+TABLE_ROWS = 1_000_000
+#: readings (captures) buffered before they are written as segments
+READINGS = 200_000
 
 
 @dataclass
@@ -29,6 +47,16 @@ class IngestResult:
     readings: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     rows_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+def limits_of(cfg: Config) -> Limits:
+    """The `limits.*` settings that bound what ingest reads."""
+    return Limits(
+        max_inflated_bytes=int(cfg.get("limits.max_inflated_bytes")),
+        max_line_bytes=int(cfg.get("limits.max_line_bytes")),
+        max_string_bytes=int(cfg.get("limits.max_string_bytes")),
+        max_nesting=int(cfg.get("limits.max_nesting")),
+    )
 
 
 def detect_format(text: str, source: str) -> str:
@@ -49,7 +77,7 @@ def detect_format(text: str, source: str) -> str:
 def parse_capture(
     text: str, fmt: str, source: str, ts_ns: int, host: str
 ) -> tuple[list[Reading], dict[str, int]]:
-    """Readings of one captured file; the parsers raise one typed error naming file and line."""
+    """Readings of one captured text; the parsers raise one typed error naming file and line."""
     if fmt == "dcgm-exporter":
         result = parse_exposition(text, source, ts_ns, default_host=host)
         return result.readings, dict(result.skipped)
@@ -69,7 +97,7 @@ def ingest(
     column_map: ColumnMap | None = None,
     preset: str | None = None,
 ) -> IngestResult:
-    """Parse every file first (one bad file stores nothing), then write them all.
+    """Store every file in one commit: all of them, or (one bad file) nothing.
 
     Captures (dcgm-exporter, nvidia-smi) are stamped `ts_ns`, or the file's modification time
     when None. Format ``csv`` (implied by `column_map` or `preset`) takes its timestamps from
@@ -79,61 +107,129 @@ def ingest(
     (the ``acme-nsdi24`` preset) carry no time: their samples are stamped from `ts_ns`, or
     from the file's modification time when None, one `sample_step_s` apart.
     """
+    limits = limits_of(cfg)
     if column_map is not None or preset is not None or fmt == "csv":
         if fmt not in (None, "csv"):
             raise ConfigError(f"--map/--preset need --format csv, not --format {fmt}")
-        return _ingest_csv(cfg, paths, host, column_map, preset, ts_ns)
-    batches: list[list[Reading]] = []
+        if (column_map is None) == (preset is None):
+            raise ConfigError(
+                "--format csv needs either --preset NAME or a column map (--time-column and "
+                "--map COLUMN=FIELD[:UNIT]), not both and not neither"
+            )
+        mapping = column_map if column_map is not None else get_preset(str(preset))
+        for path in paths:
+            if not path.is_file():
+                raise ConfigError(f"cannot read {str(path)!r}: not a file")
     result = IngestResult()
-    for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            stamp = ts_ns if ts_ns is not None else path.stat().st_mtime_ns
-        except OSError as exc:
-            raise ConfigError(f"cannot read {str(path)!r}: {exc.strerror}") from None
-        kind = fmt or detect_format(text, str(path))
+    with Commit(cfg.data_dir) as commit:
+        writer = SegmentWriter(cfg.data_dir, host, commit=commit)
+        for path in paths:
+            stamp = _stamp(path, ts_ns)
+            if column_map is not None or preset is not None:
+                tables = iter_tables(
+                    path, mapping, str(path), host=host, ts_ns=stamp, limits=limits
+                )
+                _store_tables(writer, tables, result)
+            else:
+                _store_readings(writer, _capture(path, fmt, host, stamp, limits, result), result)
+            result.files += 1
+        writer.close()
+        commit.commit()
+    return result
+
+
+def _stamp(path: Path, ts_ns: int | None) -> int:
+    if ts_ns is not None:
+        return ts_ns
+    try:
+        return path.stat().st_mtime_ns
+    except OSError as exc:
+        raise ConfigError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+
+
+def _store_tables(
+    writer: SegmentWriter, tables: Iterable[tuple[Kind, pa.Table]], result: IngestResult
+) -> None:
+    for kind, table in tables:
+        writer.append_table(kind, table)
+        rows = int(table.num_rows)
+        result.readings += rows
+        result.rows_by_kind[kind.value] = result.rows_by_kind.get(kind.value, 0) + rows
+        if writer.buffered_rows() >= TABLE_ROWS:
+            writer.flush()
+
+
+def _store_readings(
+    writer: SegmentWriter, readings: Iterable[Reading], result: IngestResult
+) -> None:
+    batch: list[Reading] = []
+    for reading in readings:
+        batch.append(reading)
+        if len(batch) >= READINGS:
+            writer.append(batch)
+            writer.flush()
+            result.readings += len(batch)
+            batch = []
+    writer.append(batch)
+    result.readings += len(batch)
+
+
+def _capture(
+    path: Path, fmt: str | None, host: str, ts_ns: int, limits: Limits, result: IngestResult
+) -> Iterator[Reading]:
+    """The readings of one captured file, read as a bounded stream."""
+    source = str(path)
+    try:
+        raw = path.open("rb")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {source!r}: {exc.strerror}") from None
+    with raw:
+        stream = open_bounded(raw, source, limits, lambda detail: _damaged(source, detail))
+        kind = fmt or detect_format(stream.peek(4096)[:4096].decode("utf-8", "replace"), source)
         if kind == "csv":
             raise ConfigError("--format csv needs --preset or --time-column with --map options")
-        readings, skipped = parse_capture(text, kind, str(path), stamp, host)
-        batches.append(readings)
-        result.files += 1
-        result.readings += len(readings)
-        for reason, n in skipped.items():
-            result.skipped[reason] = result.skipped.get(reason, 0) + n
-    with SegmentWriter(cfg.data_dir, host) as writer:
-        for readings in batches:
-            writer.append(readings)
-    return result
-
-
-def _ingest_csv(
-    cfg: Config,
-    paths: Sequence[Path],
-    host: str,
-    column_map: ColumnMap | None,
-    preset: str | None,
-    ts_ns: int | None = None,
-) -> IngestResult:
-    if (column_map is None) == (preset is None):
-        raise ConfigError(
-            "--format csv needs either --preset NAME or a column map (--time-column and "
-            "--map COLUMN=FIELD[:UNIT]), not both and not neither"
-        )
-    mapping = column_map if column_map is not None else get_preset(str(preset))
-    parsed: list[dict[Kind, pa.Table]] = []
-    for path in paths:
-        if not path.is_file():
-            raise ConfigError(f"cannot read {str(path)!r}: not a file")
-        stamp = ts_ns if ts_ns is not None else path.stat().st_mtime_ns
-        parsed.append(parse_csv_table(path, mapping, str(path), host=host, ts_ns=stamp))
-    result = IngestResult()
-    with SegmentWriter(cfg.data_dir, host) as writer:
-        for tables in parsed:
-            result.files += 1
-            for kind, table in tables.items():
-                writer.append_table(kind, table)
-                result.readings += table.num_rows
-                result.rows_by_kind[kind.value] = (
-                    result.rows_by_kind.get(kind.value, 0) + table.num_rows
+        if kind == "dcgm-exporter":
+            page = parse_exposition_lines(
+                _text_lines(stream, source, limits), source, ts_ns, host, limits
+            )
+            _check_page(page, source)
+            for reason, n in page.skipped.items():
+                result.skipped[reason] = result.skipped.get(reason, 0) + n
+            yield from page.readings
+        elif kind == "nvidia-smi-xml":
+            readings = parse_nvsmi_xml_stream(stream, source, ts_ns, host, limits)
+            if not any(r.kind is Kind.GPU for r in readings):
+                raise CollectError(
+                    f"{source}: the nvidia-smi XML holds no <gpu>: nothing to store (a machine "
+                    "without GPUs, or output cut short); capture `nvidia-smi -q -x` again"
                 )
-    return result
+            yield from readings
+        elif kind == "nvidia-smi-csv":
+            yield from iter_query_csv(_text_lines(stream, source, limits), source, ts_ns, host)
+        else:
+            raise ConfigError(f"unknown format {kind!r}: use one of {', '.join(FORMATS)}")
+
+
+def _text_lines(stream: BinaryIO, source: str, limits: Limits) -> Iterator[tuple[int, str]]:
+    for number, line in numbered_lines(stream, source, limits):
+        yield number, line.decode("utf-8", "replace")
+
+
+def _check_page(page: ParseResult, source: str) -> None:
+    """Refuse a page with no GPU reading: empty, or every series kept out."""
+    if any(r.kind is Kind.GPU for r in page.readings):
+        return
+    if not page.skipped:
+        raise CollectError(
+            f"{source}: the page holds no samples (an empty or cut-off scrape); capture "
+            "dcgm-exporter's /metrics again"
+        )
+    kept_out = ", ".join(f"{n} {reason}" for reason, n in sorted(page.skipped.items()))
+    raise CollectError(
+        f"{source}: none of the page's series is a GPU reading gpulens stores ({kept_out}); "
+        "check that it is a dcgm-exporter page"
+    )
+
+
+def _damaged(source: str, detail: str) -> CollectError:
+    return CollectError(f"cannot read {source}: {detail}; copy or capture the file again")

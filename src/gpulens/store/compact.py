@@ -11,7 +11,9 @@ Protocol (crash-safe at every instant, see docs/storage.md):
    this rename is the commit; from then on readers skip the inputs;
 4. delete superseded files once their replacement is older than `delete_grace_seconds`
    (a reader that listed the directory just before the commit still finds its inputs), and
-   temporary files left by crashed writers after `stale_tmp_seconds`.
+   temporary files left by crashed writers after `stale_tmp_seconds`;
+5. last, `commit.clean_commits`: the files of multi-segment commits whose writer died before
+   committing, and the records of commits compacted away.
 
 A crash before step 3 leaves only an invisible temporary file; a crash after it leaves
 superseded inputs that readers already ignore and the next run deletes.
@@ -23,7 +25,6 @@ so a lock deleted between someone's `open` and `flock` never admits two compacti
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -37,9 +38,11 @@ import pyarrow.parquet as pq
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
 from gpulens.model import Kind
+from gpulens.store.commit import clean_commits
 from gpulens.store.layout import (
     COMPACTED_PREFIX,
     CREATED_KEY,
+    PENDING_PREFIX,
     REPLACES_KEY,
     SEGMENT_PREFIX,
     SUFFIX,
@@ -54,6 +57,7 @@ from gpulens.store.layout import (
     read_footer_meta,
     write_atomic,
 )
+from gpulens.store.locks import take_lock as _take
 from gpulens.store.schema import TS, ZSTD_LEVEL, normalize, write_options
 
 LOCK_PREFIX = ".compact-"
@@ -116,6 +120,8 @@ def compact(
                 if delete_grace_seconds <= 0:
                     for f in inputs:
                         _delete_tree(live, f, result, step)
+    cleaned = clean_commits(Path(data_dir))
+    result.files_deleted += cleaned.files_deleted
     return result
 
 
@@ -124,7 +130,9 @@ def _choose(files: list[Path], is_today: bool, now: int, min_age: float) -> list
         return files
     cutoff = now - int(min_age * 1e9)
     return [
-        f for f in files if f.name.startswith(SEGMENT_PREFIX) and name_start_ns(f.name) < cutoff
+        f
+        for f in files
+        if f.name.startswith((SEGMENT_PREFIX, PENDING_PREFIX)) and name_start_ns(f.name) < cutoff
     ]
 
 
@@ -274,27 +282,6 @@ def remove_stale_locks(data_dir: Path, kind: Kind) -> int:
     if removed:
         fsync_dir(root)
     return removed
-
-
-def _take(lock: Path, *, create: bool) -> int | None:
-    """A descriptor holding the exclusive `flock` of `lock`, or None: another process holds it,
-    or the file is not at `lock` any more (deleted, or replaced, by `remove_stale_locks` between
-    our open and our flock: the lock now is the file at the path, if any)."""
-    try:
-        fd = os.open(lock, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
-    except FileNotFoundError:
-        return None
-    taken = False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held, now = os.fstat(fd), lock.stat()
-        taken = (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
-    except (BlockingIOError, FileNotFoundError):
-        pass
-    finally:
-        if not taken:
-            os.close(fd)
-    return fd if taken else None
 
 
 @contextmanager

@@ -3,11 +3,15 @@
     <data_dir>/<kind>/date=YYYY-MM-DD/seg-<host>-<start_ns>-<uuid8>.parquet   (a writer's flush)
     <data_dir>/<kind>/date=YYYY-MM-DD/cmp-<start_ns>-<uuid8>.parquet          (a compaction)
     <data_dir>/<kind>/date=YYYY-MM-DD/.tmp-...                               (being written)
+    <data_dir>/<kind>/date=YYYY-MM-DD/txn-<id>-<host>-<start_ns>-<uuid8>.parquet (a commit's)
+    <data_dir>/_commits/<id>.json, <id>.lock                  (commit record, writer's lock)
 
 A file appears under its final name only by an atomic rename after it was fsynced, so a reader
 never sees half a file. A compacted file records in its Parquet footer (key `gpulens.replaces`)
 the names of the files it merged; those are *superseded* from the moment it appears, and
-`live_files` leaves them out. docs/storage.md explains the protocol.
+`live_files` leaves them out. A `txn-<id>-` file is live only once the record `<id>.json`
+exists (`commit.Commit`); readers list the records before the files. docs/storage.md explains
+the protocol.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from gpulens.errors import StoreError
 from gpulens.model import Kind
 
 SEGMENT_PREFIX = "seg-"
+PENDING_PREFIX = "txn-"
+COMMITS_DIR = "_commits"
+RECORD_SUFFIX = ".json"
 COMPACTED_PREFIX = "cmp-"
 TMP_PREFIX = ".tmp-"
 SUFFIX = ".parquet"
@@ -63,10 +70,10 @@ def partition_dir(data_dir: Path, kind: Kind, day: str) -> Path:
     return data_dir / kind.value / f"{PARTITION_PREFIX}{day}"
 
 
-def segment_name(host: str, start_ns: int) -> str:
+def segment_name(host: str, start_ns: int, prefix: str = SEGMENT_PREFIX) -> str:
     """A writer's segment name; `host` is made file-name safe (anything odd becomes `_`)."""
     safe = _HOST_UNSAFE.sub("_", host) or "unknown"
-    return f"{SEGMENT_PREFIX}{safe}-{start_ns}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+    return f"{prefix}{safe}-{start_ns}-{uuid.uuid4().hex[:8]}{SUFFIX}"
 
 
 def compacted_name(start_ns: int) -> str:
@@ -99,8 +106,27 @@ def partitions(data_dir: Path, kind: Kind) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def data_files(partition: Path) -> list[Path]:
-    """Segment and compacted files of one partition (temporary files never match)."""
+def committed_ids(data_dir: Path) -> frozenset[str]:
+    """Ids of the commits whose record exists: their `txn-<id>-` files are live."""
+    try:
+        names = [p.name for p in (data_dir / COMMITS_DIR).iterdir()]
+    except FileNotFoundError:
+        return frozenset()
+    except OSError as exc:
+        raise StoreError(f"cannot list {str(data_dir / COMMITS_DIR)!r}: {exc}") from exc
+    return frozenset(n.removesuffix(RECORD_SUFFIX) for n in names if n.endswith(RECORD_SUFFIX))
+
+
+def pending_id(name: str) -> str | None:
+    """The commit id a `txn-<id>-...` file name carries (None for any other name)."""
+    if not name.startswith(PENDING_PREFIX):
+        return None
+    return name[len(PENDING_PREFIX) :].split("-", 1)[0]
+
+
+def data_files(partition: Path, committed: frozenset[str] = frozenset()) -> list[Path]:
+    """Segment and compacted files of one partition, and the files of the `committed` commits
+    (temporary files and uncommitted `txn-` files never match)."""
     try:
         names = [p.name for p in partition.iterdir()]
     except FileNotFoundError:  # removed by retention while we looked
@@ -108,7 +134,11 @@ def data_files(partition: Path) -> list[Path]:
     return sorted(
         partition / n
         for n in names
-        if n.endswith(SUFFIX) and n.startswith((SEGMENT_PREFIX, COMPACTED_PREFIX))
+        if n.endswith(SUFFIX)
+        and (
+            n.startswith((SEGMENT_PREFIX, COMPACTED_PREFIX))
+            or (committed and pending_id(n) in committed)
+        )
     )
 
 
@@ -147,9 +177,14 @@ class LiveFiles:
             self._replaces[path] = cached
         return cached
 
-    def partition(self, partition: Path) -> tuple[list[Path], list[Path]]:
-        """(live, superseded) files of one partition."""
-        files = data_files(partition)
+    def partition(
+        self, partition: Path, committed: frozenset[str] | None = None
+    ) -> tuple[list[Path], list[Path]]:
+        """(live, superseded) files of one partition; `committed` as `committed_ids` said
+        before the partition is listed (read now when None)."""
+        if committed is None:
+            committed = committed_ids(self.data_dir)
+        files = data_files(partition, committed)
         gone: set[str] = set()
         for f in files:
             if f.name.startswith(COMPACTED_PREFIX):
@@ -162,9 +197,10 @@ class LiveFiles:
 
     def live(self, kind: Kind) -> list[Path]:
         """Every live file of `kind`, oldest partition first."""
+        committed = committed_ids(self.data_dir)  # before the listing: see commit.py
         out: list[Path] = []
         for _day, part in partitions(self.data_dir, kind):
-            out.extend(self.partition(part)[0])
+            out.extend(self.partition(part, committed)[0])
         return out
 
 

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
 from gpulens.model import FrozenLabels, Kind, Reading
+from gpulens.store.commit import Commit
 from gpulens.store.layout import (
     NS_PER_DAY,
     Opener,
@@ -119,7 +120,8 @@ class SegmentWriter:
     """Buffers readings and writes them as Parquet segments under `data_dir`.
 
     `append` and `append_table` only buffer; call `flush` when `flush_due(now)` says so (every
-    `flush_seconds`), and `close` at the end. `open_file` is injectable for tests.
+    `flush_seconds`), and `close` at the end. `open_file` is injectable for tests. With a
+    `commit`, segments are that commit's and stay invisible until it commits (`commit.py`).
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class SegmentWriter:
         *,
         max_buffer_rows: int | None = None,
         open_file: Opener = default_opener,
+        commit: Commit | None = None,
     ) -> None:
         if flush_seconds <= 0:
             raise ValueError(f"flush_seconds must be > 0, got {flush_seconds!r}")
@@ -140,6 +143,7 @@ class SegmentWriter:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._max_buffer_rows = max_buffer_rows
         self._open = open_file
+        self._commit = commit
         self._lock = threading.Lock()
         self._groups: Groups = {}
         self._chunks: list[tuple[Kind, pa.Table]] = []
@@ -268,10 +272,13 @@ class SegmentWriter:
     def _write(self, kind: Kind, day: str, table: pa.Table) -> tuple[Path, int]:
         start = int(pc.min(table.column(TS)).cast(pa.int64()).as_py())
         directory = partition_dir(self.data_dir, kind, day)
-        path = directory / segment_name(self.host, start)
+        name = self._commit.segment_name(self.host, start) if self._commit else None
+        path = directory / (name or segment_name(self.host, start))
         try:
             ensure_dir(directory)
             size = write_atomic(path, table, write_options(table), self._open)
+            if self._commit is not None:
+                self._commit.add(path)
         except (OSError, pa.ArrowException) as exc:
             raise StoreError(
                 f"cannot write a {kind.value} segment in {str(directory)!r}: {exc}. Nothing "

@@ -1,20 +1,23 @@
 """Read CSV files (plain, gzip, or .tar/.tar.gz archives of CSVs) into reading tables.
 
-Columnar throughout: pyarrow's streaming CSV reader yields record batches of `BLOCK_SIZE`
-bytes of text, each converted to compact columns (int64 ns, dictionary labels, float metrics)
-before the next is read, so memory holds the converted result plus one block of text. Archive
-members are read one at a time from the stream. Bad input raises one `CsvImportError`.
+Columnar and bounded: the file is read (and inflated) in this thread, cut into blocks of
+whole lines of about `BLOCK_SIZE` bytes, and each block is parsed by pyarrow from memory and
+converted to compact columns (int64 ns, dictionary labels, float metrics) before the next is
+read, so memory holds one block and its tables. No pyarrow thread ever reads the file: a
+reader thread that calls back into Python can abort the process when it is still running at
+interpreter exit. Archive members are read one at a time from the stream. The inflated size
+and the line length are bounded by `Limits` (InputTooLarge); other bad input raises one
+`CsvImportError`.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import gzip
 import io
 import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +28,7 @@ from gpulens.collect.csv_import.curves import CurveMap, parse_curves
 from gpulens.collect.csv_import.errors import CsvImportError
 from gpulens.collect.csv_import.mapping import ColumnMap
 from gpulens.collect.csv_import.values import Where, parse_numbers, parse_timestamps
+from gpulens.collect.inputs import DEFAULT_LIMITS, Limits, open_bounded, too_large
 from gpulens.model import Kind
 
 BLOCK_SIZE = 8 << 20
@@ -42,6 +46,7 @@ def parse_csv_table(
     *,
     host: str | None = None,
     ts_ns: int | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> dict[Kind, pa.Table]:
     """Readings tables (one per kind) of a CSV file, gzip file, bytes or CSV archive.
 
@@ -52,7 +57,7 @@ def parse_csv_table(
     samples are stamped from `ts_ns`, which it then needs.
     """
     parts: dict[Kind, list[pa.Table]] = {}
-    for kind, table in iter_tables(src, mapping, source, host=host, ts_ns=ts_ns):
+    for kind, table in iter_tables(src, mapping, source, host=host, ts_ns=ts_ns, limits=limits):
         parts.setdefault(kind, []).append(table)
     return {kind: _concat(tables) for kind, tables in parts.items()}
 
@@ -64,12 +69,13 @@ def iter_tables(
     *,
     host: str | None = None,
     ts_ns: int | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Iterator[tuple[Kind, pa.Table]]:
     """(kind, table) per block of every CSV in `src`, in file order (bounded memory)."""
     resolve: Resolver = (lambda _name: mapping) if isinstance(mapping, ColumnMap) else mapping
     name = source or (str(src) if not isinstance(src, bytes) else "<bytes>")
     found = False
-    for member, stream in _open_members(src, name):
+    for member, stream in _open_members(src, name, limits):
         column_map = resolve(Path(member.split(":")[-1]).name)
         if column_map is None:
             continue
@@ -83,65 +89,94 @@ def iter_tables(
                 raise CsvImportError(member, f"the file is damaged or truncated: {exc}") from None
             yield from parse_curves(text, column_map, member, ts_ns).items()
             continue
-        yield from _iter_csv(stream, column_map, member, host)
+        yield from _iter_csv(stream, column_map, member, host, limits)
     if not found:
         raise CsvImportError(name, "it holds no CSV file the column map or preset applies to")
 
 
-def _open_members(src: Path | str | bytes, name: str) -> Iterator[tuple[str, IO[bytes]]]:
+def _open_members(
+    src: Path | str | bytes, name: str, limits: Limits
+) -> Iterator[tuple[str, BinaryIO]]:
     """(name, binary stream) of each CSV: the file itself, or each archive member."""
     if isinstance(src, bytes):
-        raw: IO[bytes] = io.BytesIO(src)
+        raw: BinaryIO = io.BytesIO(src)
     else:
         try:
             raw = Path(src).open("rb")  # noqa: SIM115 - closed below
         except OSError as exc:
             raise CsvImportError(name, f"cannot open it: {exc.strerror}") from None
     with raw:
-        head = raw.read(262)
-        raw.seek(0)
-        gz = head[:2] == b"\x1f\x8b"
-        if _is_tar(raw, gz):
-            yield from _tar_members(raw, name)
-        elif gz:
-            with gzip.GzipFile(fileobj=raw) as unzipped:
-                yield name, unzipped  # type: ignore[misc]
+        stream = open_bounded(raw, name, limits, lambda detail: CsvImportError(name, detail))
+        try:
+            head = stream.peek(512)[:512]
+        except OSError as exc:
+            raise CsvImportError(name, f"cannot read it: {exc}") from None
+        if len(head) == 512 and head[257:262] == b"ustar":
+            yield from _tar_members(stream, name)
         else:
-            yield name, raw
+            yield name, stream
 
 
-def _is_tar(raw: IO[bytes], gz: bool) -> bool:
+def _tar_members(stream: BinaryIO, name: str) -> Iterator[tuple[str, BinaryIO]]:
     try:
-        if gz:
-            with gzip.GzipFile(fileobj=raw) as unzipped:
-                block = unzipped.read(512)
-        else:
-            block = raw.read(512)
-    except (OSError, EOFError):
-        block = b""
-    raw.seek(0)
-    return len(block) == 512 and block[257:262] == b"ustar"
-
-
-def _tar_members(raw: IO[bytes], name: str) -> Iterator[tuple[str, IO[bytes]]]:
-    try:
-        with tarfile.open(fileobj=raw, mode="r|*") as archive:
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
             for info in archive:
                 if not info.isfile() or Path(info.name).name.startswith("."):
                     continue
                 if not fnmatch.fnmatch(info.name.lower(), "*.csv*"):
                     continue
-                stream = archive.extractfile(info)
-                if stream is not None:
-                    yield f"{name}:{info.name}", stream
+                member = archive.extractfile(info)
+                if member is not None:
+                    yield f"{name}:{info.name}", member  # type: ignore[misc]
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise CsvImportError(name, f"the archive is damaged or truncated ({exc})") from None
 
 
+def _blocks(stream: IO[bytes], source: str, limits: Limits) -> Iterator[tuple[int, bytes]]:
+    """(first line number, text) of blocks of whole lines of about `BLOCK_SIZE` bytes; a line
+    longer than `limits.max_line_bytes` raises InputTooLarge naming it."""
+    limit = limits.max_line_bytes
+    carry = b""
+    line = 1
+    while True:
+        try:
+            chunk = stream.read(BLOCK_SIZE)
+        except (OSError, EOFError, tarfile.TarError) as exc:
+            raise CsvImportError(source, f"the file is damaged or truncated: {exc}") from None
+        data = carry + chunk if carry else chunk
+        if not data:
+            return
+        cut = data.rfind(b"\n") + 1 if chunk else len(data)
+        if cut == 0:
+            if len(data) > limit:
+                raise too_large(f"{source}, line {line}", "the line", limit, "max_line_bytes")
+            carry = data
+            continue
+        block, carry = data[:cut], data[cut:]
+        _check_lines(block, line, source, limit)
+        if block:
+            yield line, block
+        line += block.count(b"\n")
+        if not chunk:
+            return
+
+
+def _check_lines(block: bytes, first: int, source: str, limit: int) -> None:
+    """Refuse the first line of `block` longer than `limit` bytes."""
+    if len(block) <= limit:
+        return
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    starts = np.concatenate(([0], ends + 1))
+    stops = np.concatenate((ends, [len(block)]))
+    long = np.flatnonzero(stops - starts > limit)
+    if long.size:
+        where = f"{source}, line {first + int(long[0])}"
+        raise too_large(where, "the line", limit, "max_line_bytes")
+
+
 def _iter_csv(
-    stream: IO[bytes], mapping: ColumnMap, source: str, host: str | None
+    stream: IO[bytes], mapping: ColumnMap, source: str, host: str | None, limits: Limits
 ) -> Iterator[tuple[Kind, pa.Table]]:
-    read = pacsv.ReadOptions(block_size=BLOCK_SIZE)
     parse = pacsv.ParseOptions(delimiter=mapping.delimiter)
     wanted = list(mapping.columns)
     convert = pacsv.ConvertOptions(
@@ -150,22 +185,44 @@ def _iter_csv(
         null_values=list(NULL_TOKENS),
         strings_can_be_null=True,
     )
-    try:
-        reader = pacsv.open_csv(stream, read, parse, convert)
-    except (pa.ArrowInvalid, pa.ArrowKeyError, OSError, EOFError, tarfile.TarError) as exc:
-        raise _arrow_error(source, exc, wanted) from None
+    names: list[str] | None = None
     row = 1
     unit = mapping.time_unit
-    while True:
+    for _line, block in _blocks(stream, source, limits):
+        if names is None:
+            end = block.find(b"\n") + 1 or len(block)
+            names = _header(block[:end], parse, source, wanted)
+            block = block[end:]
+        read = pacsv.ReadOptions(column_names=names, block_size=BLOCK_SIZE + (1 << 20))
         try:
-            batch = reader.read_next_batch()
-        except StopIteration:
-            return
-        except (pa.ArrowInvalid, OSError, EOFError, tarfile.TarError) as exc:
+            batch = pacsv.read_csv(pa.py_buffer(block), read, parse, convert)
+        except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:
             raise _arrow_error(source, exc, wanted, row) from None
-        tables, unit = convert_batch(batch, mapping, source, row, unit, host)
+        if not batch.num_rows:
+            continue
+        tables, unit = convert_batch(
+            batch.combine_chunks().to_batches()[0], mapping, source, row, unit, host
+        )
         row += batch.num_rows
         yield from tables.items()
+    if names is None:
+        raise CsvImportError(source, "the file is empty: expected a header line and rows")
+
+
+def _header(line: bytes, parse: pacsv.ParseOptions, source: str, wanted: list[str]) -> list[str]:
+    """The column names of a CSV header line."""
+    try:
+        table = pacsv.read_csv(pa.py_buffer(line), parse_options=parse)
+    except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:
+        raise _arrow_error(source, exc, wanted) from None
+    missing = [c for c in wanted if c not in table.column_names]
+    if missing:
+        raise CsvImportError(
+            source,
+            f"a mapped column is missing (the map reads {', '.join(wanted)}; the header has "
+            f"{', '.join(table.column_names)[:300]})",
+        )
+    return list(table.column_names)
 
 
 def convert_batch(

@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpulens import catalog
 from gpulens.collect.dcgm import fields
-from gpulens.errors import CollectError
+from gpulens.collect.inputs import DEFAULT_LIMITS, Limits, too_large
+from gpulens.errors import CollectError, InputTooLarge
 from gpulens.model import FrozenLabels, Kind, Reading, event
 from gpulens.numbers import is_nan
 
@@ -42,6 +44,8 @@ INT32_MAX = 0x7FFFFFFF
 FP64_BLANK = 140737488355328.0  # DCGM_FP64_BLANK (2**47)
 FP64_BLANK_THRESHOLD = 1.4e14
 PSTATE_UNKNOWN = 32.0
+CACHE_BYTES = 64 << 20  # parsed label blocks kept for reuse, by their length
+ENTITY_BYTES = 256 << 20  # labels of the distinct entities of one page (~64 bytes a label more)
 
 # dcgm-exporter label → gpulens label, first present wins. `exported_*` come first: when a
 # Prometheus relabels, the plain names belong to the exporter's own pod, not the workload.
@@ -56,10 +60,16 @@ _ALIASES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+# A quoted label value, unrolled and possessive: runs of plain characters are matched whole,
+# so the regex engine keeps no state per character (a 4 MiB value costs no more than its copy).
+_QUOTED = r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"'
 # name, optional label block up to the first unquoted '}', the rest. Every alternative is
-# disjoint, so matching is linear in the line length.
-_LINE = re.compile(rf'({_NAME})[ \t]*(?:\{{((?:[^"}}]|"(?:[^"\\]|\\.)*")*)\}})?(.*)', re.DOTALL)
-_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
+# disjoint, so matching is linear in the line length and needs constant extra memory.
+_LINE = re.compile(
+    rf'({_NAME})[ \t]*(?:\{{([^"}}]*+(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"[^"}}]*+)*+)\}})?(.*)',
+    re.DOTALL,
+)
+_LABEL = re.compile(rf"[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*{_QUOTED}[ \t]*(?:,|$)")
 _ESCAPE = re.compile(r"\\(.)")
 _ESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
 
@@ -184,15 +194,51 @@ def _blank(value: float | int, spec: fields.FieldSpec) -> bool:
 class _Page:
     """State of one parse: entities in first-seen order, skip counts, label-block cache."""
 
-    __slots__ = ("cache", "default_host", "drivers", "entities", "skipped", "source")
+    __slots__ = (
+        "cache",
+        "cache_bytes",
+        "default_host",
+        "drivers",
+        "entities",
+        "entity_bytes",
+        "limits",
+        "skipped",
+        "source",
+    )
 
-    def __init__(self, source: str, default_host: str | None) -> None:
+    def __init__(self, source: str, default_host: str | None, limits: Limits) -> None:
         self.source = source
         self.default_host = default_host
+        self.limits = limits
         self.entities: dict[frozenset[tuple[str, str]], _Entity] = {}
+        self.entity_bytes = 0
         self.skipped: dict[str, int] = {}
         self.cache: dict[str, _Identity] = {}
+        self.cache_bytes = 0
         self.drivers: dict[str, str] = {}
+
+    def identity_of(self, raw: str, line_no: int) -> _Identity | Literal[False]:
+        """The identity of a label block (cached); False when the block is malformed."""
+        if raw in self.cache:
+            return self.cache[raw]
+        labels = _parse_labels(raw)
+        if labels is None:
+            return False
+        self.check_values(labels, line_no)
+        if self.cache_bytes + len(raw) > CACHE_BYTES:
+            self.cache.clear()
+            self.cache_bytes = 0
+        ident = self.cache[raw] = identity(labels, self.default_host)
+        self.cache_bytes += len(raw)
+        return ident
+
+    def check_values(self, labels: Mapping[str, str], line_no: int) -> None:
+        """Refuse a label value longer than `limits.max_string_bytes`."""
+        limit = self.limits.max_string_bytes
+        for name, value in labels.items():
+            if len(value) > limit:
+                where = f"{self.source}, line {line_no}"
+                raise too_large(where, f"the value of label {name!r}", limit, "max_string_bytes")
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -223,6 +269,13 @@ class _Page:
             return
         entity = self.entities.get(ident[0])
         if entity is None:
+            self.entity_bytes += sum(len(k) + len(v) + 64 for k, v in ident[1].items())
+            if self.entity_bytes > ENTITY_BYTES:
+                raise InputTooLarge(
+                    f"{self.source}: its {len(self.entities):,} entities carry more than "
+                    f"{ENTITY_BYTES:,} bytes of labels, more than one page of one exporter "
+                    "holds; ingest the pages of each exporter separately"
+                )
             entity = self.entities[ident[0]] = _Entity(ident[1], {})
         if spec.metric in entity.values:
             self.skip("duplicate")
@@ -236,6 +289,7 @@ class _Page:
             raise DcgmParseError(self.source, line_no, problem, line) from exc
         for family in families:
             for s in family.samples:
+                self.check_values(s.labels, line_no)
                 # A single line has no TYPE, so the sample keeps the name it was printed with.
                 self.sample(s.name, identity(s.labels, self.default_host), s.value)
 
@@ -270,19 +324,44 @@ class _Page:
 
 
 def parse_exposition(
-    text: str, source: str, ts_ns: int, default_host: str | None = None
+    text: str,
+    source: str,
+    ts_ns: int,
+    default_host: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> ParseResult:
     """Parse one dcgm-exporter page scraped at `ts_ns` (UTC ns) into gpu Readings.
 
     `source` names the input in errors and on the driver-version event (a URL or a file
     path). `default_host` labels GPUs whose series carry no `Hostname`/`hostname` label.
     Sample timestamps on the page, if any, are ignored: every reading is stamped `ts_ns`.
-    Raises DcgmParseError (naming `source` and the line) when the page is not exposition text.
+    Raises DcgmParseError (naming `source` and the line) when the page is not exposition text,
+    InputTooLarge when a line or a label value passes `limits`.
     """
-    page = _Page(source, default_host)
-    cache = page.cache
+    return parse_exposition_lines(
+        enumerate(text.split("\n"), start=1), source, ts_ns, default_host, limits
+    )
+
+
+def parse_exposition_lines(
+    lines: Iterable[tuple[int, str]],
+    source: str,
+    ts_ns: int,
+    default_host: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> ParseResult:
+    """`parse_exposition` over (line number, line) pairs, so a file is read one line at a time.
+
+    Memory is bounded by the page's entities, not its length: the cache of parsed label
+    blocks is emptied when it holds more than `CACHE_BYTES`, and a page whose distinct entities
+    carry more than `ENTITY_BYTES` of labels is refused with InputTooLarge.
+    """
+    page = _Page(source, default_host, limits)
     match = _LINE.fullmatch
-    for line_no, raw_line in enumerate(text.split("\n"), start=1):
+    max_line = limits.max_line_bytes
+    for line_no, raw_line in lines:
+        if len(raw_line) > max_line:
+            raise too_large(f"{source}, line {line_no}", "the line", max_line, "max_line_bytes")
         line = raw_line.strip()
         if not line:
             continue
@@ -308,14 +387,9 @@ def parse_exposition(
         if value is None or len(tokens) > 2 or (len(tokens) == 2 and _number(tokens[1]) is None):
             page.fallback(line_no, line, "expected a number and an optional timestamp")
             continue
-        key = raw or ""
-        if key in cache:
-            ident = cache[key]
-        else:
-            labels = _parse_labels(key)
-            if labels is None:
-                page.fallback(line_no, line, "malformed labels")
-                continue
-            ident = cache[key] = identity(labels, default_host)
+        ident = page.identity_of(raw or "", line_no)
+        if ident is False:
+            page.fallback(line_no, line, "malformed labels")
+            continue
         page.sample(name, ident, value)
     return page.result(ts_ns)

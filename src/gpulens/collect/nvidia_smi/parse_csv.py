@@ -8,7 +8,7 @@ ignored; `[N/A]`, `[Not Supported]` and other markers leave the metric absent.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 
 from gpulens.collect.nvidia_smi import values as v
@@ -146,28 +146,49 @@ def parse_query_csv(text: str, source: str, ts_ns: int, host: str) -> list[Readi
     """One `gpu` reading per data row of `nvidia-smi --query-gpu=... --format=csv[,nounits]`.
 
     Raises NvidiaSmiParseError, and nothing else, naming `source` and the line, for a missing
-    header, a row whose column count differs from the header's, or a bad value.
+    header, a header without any field gpulens measures, a row whose column count differs
+    from the header's, or a bad value.
     """
-    lines = text.splitlines()
-    header_at = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if header_at is None:
-        raise NvidiaSmiParseError(source, 0, "empty output: expected a CSV header and rows")
-    names = parse_header(lines[header_at], source, header_at + 1)
-    readings: list[Reading] = []
-    for i in range(header_at + 1, len(lines)):
-        line = lines[i]
+    return list(iter_query_csv(enumerate(text.splitlines(), start=1), source, ts_ns, host))
+
+
+def iter_query_csv(
+    lines: Iterable[tuple[int, str]], source: str, ts_ns: int, host: str
+) -> Iterator[Reading]:
+    """`parse_query_csv` over (line number, line) pairs, one reading at a time."""
+    names: list[str] | None = None
+    order = 0
+    for lineno, line in lines:
         if not line.strip():
+            continue
+        if names is None:
+            names = parse_header(line, source, lineno)
+            _check_measures(names, source, lineno)
             continue
         cells = line.split(",")
         if len(cells) != len(names):
             raise NvidiaSmiParseError(
                 source,
-                i + 1,
+                lineno,
                 f"row has {len(cells)} columns, the header has {len(names)} "
                 "(truncated output, or a value containing a comma)",
             )
-        readings.append(_row(names, cells, source, i + 1, ts_ns, host, len(readings)))
-    return readings
+        yield _row(names, cells, source, lineno, ts_ns, host, order)
+        order += 1
+    if names is None:
+        raise NvidiaSmiParseError(source, 0, "empty output: expected a CSV header and rows")
+
+
+def _check_measures(names: list[str], source: str, lineno: int) -> None:
+    """Refuse a header of identity fields only: its rows would be readings without values."""
+    if any(n in FIELDS or n in _ACTIVE_FIELDS or n.startswith(_REASON_PREFIXES) for n in names):
+        return
+    raise NvidiaSmiParseError(
+        source,
+        lineno,
+        f"the header names no field gpulens measures (only {', '.join(names)}); query at "
+        "least one, e.g. utilization.gpu, memory.used or power.draw",
+    )
 
 
 def _row(

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
+from gpulens.collect.inputs import CHUNK, DEFAULT_LIMITS, Limits
 from gpulens.collect.nvidia_smi import values as v
 from gpulens.collect.nvidia_smi.errors import NvidiaSmiParseError
-from gpulens.collect.nvidia_smi.xmltree import Node, parse_tree
+from gpulens.collect.nvidia_smi.xmltree import Node, parse_tree, parse_tree_chunks
 from gpulens.collect.nvml import parse as nvml_parse
 from gpulens.model import FrozenLabels, Kind, Reading
 
@@ -105,20 +107,40 @@ class XmlDocument:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def parse_nvsmi_xml(text: str, source: str, ts_ns: int, host: str) -> list[Reading]:
+def parse_nvsmi_xml(
+    text: str | bytes, source: str, ts_ns: int, host: str, limits: Limits = DEFAULT_LIMITS
+) -> list[Reading]:
     """Readings from one `nvidia-smi -q -x` output; version events use the host's labels.
 
     `source` names where `text` came from (a file or the command) for error messages.
-    Raises NvidiaSmiParseError, and nothing else, for output it cannot read.
+    Raises NvidiaSmiParseError, and nothing else but InputTooLarge past `limits`, for output
+    it cannot read.
     """
-    doc = parse_nvsmi_xml_document(text, source, ts_ns, host)
+    return _with_versions(parse_nvsmi_xml_document(text, source, ts_ns, host, limits), ts_ns, host)
+
+
+def parse_nvsmi_xml_stream(
+    stream: BinaryIO, source: str, ts_ns: int, host: str, limits: Limits = DEFAULT_LIMITS
+) -> list[Reading]:
+    """`parse_nvsmi_xml` of a binary stream, read and parsed one chunk at a time."""
+    chunks = iter(lambda: stream.read(CHUNK), b"")
+    root = parse_tree_chunks(chunks, source, _SKIP, limits)
+    return _with_versions(_document(root, source, ts_ns, host), ts_ns, host)
+
+
+def _with_versions(doc: XmlDocument, ts_ns: int, host: str) -> list[Reading]:
     labels = {"host": host, "source": SOURCE_LABEL}
     return doc.readings + nvml_parse.version_events(ts_ns, doc.versions, None, labels)
 
 
-def parse_nvsmi_xml_document(text: str, source: str, ts_ns: int, host: str) -> XmlDocument:
+def parse_nvsmi_xml_document(
+    text: str | bytes, source: str, ts_ns: int, host: str, limits: Limits = DEFAULT_LIMITS
+) -> XmlDocument:
     """Like `parse_nvsmi_xml`, but returns the versions apart so a caller can diff them."""
-    root = parse_tree(text, source, _SKIP, _BLANK)
+    return _document(parse_tree(text, source, _SKIP, _BLANK, limits), source, ts_ns, host)
+
+
+def _document(root: Node, source: str, ts_ns: int, host: str) -> XmlDocument:
     if root.tag != "nvidia_smi_log":
         raise NvidiaSmiParseError(
             source, root.line, f"expected <nvidia_smi_log> as the root element, got <{root.tag}>"

@@ -1,0 +1,1 @@
+"""Generators of bad and oversized inputs, written on demand (never committed as files)."""
