@@ -33,10 +33,27 @@ def _files(shared: Path) -> list[Path]:
     return sorted((shared / TRACES).rglob("*.json.gz"))
 
 
-def test_streamed_equals_whole_on_every_stored_trace(shared: Path, same_trace: Same) -> None:
+def _nested(shared: Path, tmp: Path) -> Path:
+    """A stored trace with `traceEvents` keys nested in other top-level values, before and after
+    the real one: only the top-level key holds the events, on every load path."""
+    (source,) = [p for p in _files(shared) if p.name == "nccl_data.json.gz"]
+    doc = json.loads(gzip.decompress(source.read_bytes()))
+    events = doc.pop("traceEvents")
+    decoy = {"traceEvents": events[:50], "note": '"traceEvents": ['}
+    nested = {"decoy": decoy, **doc, "traceEvents": events, "after": [{"traceEvents": []}]}
+    path = tmp / "nested_trace_events.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(nested).encode()))
+    return path
+
+
+def test_streamed_equals_whole_on_every_stored_trace(
+    shared: Path, same_trace: Same, tmp_path: Path
+) -> None:
     files = _files(shared)
     assert len(files) >= 20
-    for path in files:
+    nested = _nested(shared, tmp_path)
+    assert len(load_trace_file(nested).events) > 50
+    for path in [*files, nested]:
         whole = load_trace_file(path, chunk_bytes=None)
         for chunk in (50_000, 1 << 18):
             same_trace(whole, load_trace_file(path, chunk_bytes=chunk))
@@ -115,10 +132,10 @@ def test_streamed_times_are_the_decimal_text(shared: Path, name: str) -> None:
 
 
 def test_struct_decoding_equals_orjson_dicts_on_every_stored_trace(
-    shared: Path, monkeypatch: pytest.MonkeyPatch, same_trace: Same
+    shared: Path, monkeypatch: pytest.MonkeyPatch, same_trace: Same, tmp_path: Path
 ) -> None:
     # slices decode into msgspec structs (schema.py); the orjson dict path must give the same
-    for path in _files(shared):
+    for path in [*_files(shared), _nested(shared, tmp_path)]:
         for chunk in (50_000, 1 << 18):
             structs = load_trace_file(path, chunk_bytes=chunk)
             monkeypatch.setattr(load_module, "_USE_STRUCTS", False)
@@ -192,7 +209,7 @@ def test_an_unknown_category_costs_one_attempt(
     not load_module.SCANNER and not os.environ.get("CI"), reason="the C scanner is not built"
 )
 def test_scanner_equals_structs_on_every_stored_trace_and_reads_nearly_every_slice(
-    shared: Path, monkeypatch: pytest.MonkeyPatch, same_trace: Same
+    shared: Path, monkeypatch: pytest.MonkeyPatch, same_trace: Same, tmp_path: Path
 ) -> None:
     # the C scanner (`_scan.c`) reads slices straight into columns; the msgspec structs are the
     # reference it must equal, on every stored trace, at two slice sizes
@@ -206,7 +223,7 @@ def test_scanner_equals_structs_on_every_stored_trace_and_reads_nearly_every_sli
         calls["read" if result is not None else "left"] += 1
         return result
 
-    for path in _files(shared):
+    for path in [*_files(shared), _nested(shared, tmp_path)]:
         for chunk in (50_000, 1 << 19):
             monkeypatch.setattr(load_module, "_scan_slice", counted)
             scanned = load_trace_file(path, chunk_bytes=chunk)

@@ -892,20 +892,11 @@ static PyObject *check(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
-/* Where the JSON value at text[start] ends (the offset after it), or -1 when it does not end
- * before `end`. Strings and brackets are matched, not parsed: the caller parses the value.
- * Raises LimitExceeded as `check` does (nesting counted from the value: a container is 1). */
-static PyObject *value_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    Py_buffer view;
-    Scanner s;
-    Py_ssize_t start, end;
-    if (parse_args("value_end(text, start, end, max_nesting, max_string)", args, nargs, &view,
-                   &s, &start, &end) < 0) {
-        return NULL;
-    }
-    const char *t = s.text;
-    Py_ssize_t depth = 0, found = -1;
+/* Where the JSON value at t[start] ends (the offset after it): -1 when it does not end before
+ * `end`, -2 with LimitExceeded set. Strings and brackets are matched, not parsed. */
+static Py_ssize_t find_value_end(const char *t, Py_ssize_t start, Py_ssize_t end,
+                                 Py_ssize_t max_nesting, Py_ssize_t max_string) {
+    Py_ssize_t depth = 0;
     for (Py_ssize_t i = start; i < end; i++) {
         char ch = t[i];
         if (ch == '"') {
@@ -915,36 +906,155 @@ static PyObject *value_end(PyObject *module, PyObject *const *args, Py_ssize_t n
                     i++;
                 }
             }
-            if ((i < end ? i : end) - open - 1 > s.max_string) {
-                PyBuffer_Release(&view);
-                return limit_error("string", open);
+            if ((i < end ? i : end) - open - 1 > max_string) {
+                limit_error("string", open);
+                return -2;
             }
             if (i < end && depth == 0) {
-                found = i + 1;
-                break;
+                return i + 1;
             }
         } else if (ch == '{' || ch == '[') {
-            if (++depth > s.max_nesting) {
-                PyBuffer_Release(&view);
-                return limit_error("nesting", i);
+            if (++depth > max_nesting) {
+                limit_error("nesting", i);
+                return -2;
             }
         } else if (ch == '}' || ch == ']') {
             if (depth == 0) { /* a scalar's end (or stray text: the caller's parse decides) */
-                found = i;
-                break;
+                return i;
             }
             if (--depth == 0) {
-                found = i + 1;
-                break;
+                return i + 1;
             }
         } else if (depth == 0 && (ch == ',' || ch == ' ' || ch == '\n' || ch == '\r' ||
                                   ch == '\t')) {
-            found = i; /* the end of a number or literal */
-            break;
+            return i; /* the end of a number or literal */
         }
     }
+    return -1;
+}
+
+/* Where the JSON value at text[start] ends (the offset after it), or -1 when it does not end
+ * before `end`. Raises LimitExceeded as `check` does (nesting counted from the value). */
+static PyObject *value_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    Scanner s;
+    Py_ssize_t start, end;
+    if (parse_args("value_end(text, start, end, max_nesting, max_string)", args, nargs, &view,
+                   &s, &start, &end) < 0) {
+        return NULL;
+    }
+    Py_ssize_t found = find_value_end(s.text, start, end, s.max_nesting, s.max_string);
     PyBuffer_Release(&view);
+    if (found == -2) {
+        return NULL;
+    }
     return PyLong_FromSsize_t(found);
+}
+
+static inline Py_ssize_t after_space(const char *t, Py_ssize_t i, Py_ssize_t end) {
+    while (i < end && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t')) {
+        i++;
+    }
+    return i;
+}
+
+/* Walk the members of a JSON object from text[start] (just after its `{`, or after a member),
+ * looking for the key "traceEvents". Returns (status, offset, keys): status 1, the offset of
+ * the "traceEvents" key's value; 2, the offset after the object's `}`; 0, the text ends first
+ * (offset: the member to start again from, with more text); -1, not JSON there. `keys`: the
+ * raw keys passed (at most 8, as bytes, without quotes). Raises LimitExceeded in a value. */
+static PyObject *members(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    Scanner s;
+    Py_ssize_t start, end;
+    if (parse_args("members(text, start, end, max_nesting, max_string)", args, nargs, &view,
+                   &s, &start, &end) < 0) {
+        return NULL;
+    }
+    const char *t = s.text;
+    PyObject *keys = PyList_New(0);
+    if (keys == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int status = 0;
+    Py_ssize_t member = start, at = start, i = start;
+    for (;;) {
+        i = after_space(t, i, end);
+        if (i >= end) {
+            at = member;
+            break;
+        }
+        if (t[i] == ',') {
+            member = ++i;
+            continue;
+        }
+        if (t[i] == '}') {
+            status = 2;
+            at = i + 1;
+            break;
+        }
+        if (t[i] != '"') {
+            status = -1;
+            at = i;
+            break;
+        }
+        Py_ssize_t key_end = find_value_end(t, i, end, s.max_nesting, s.max_string);
+        if (key_end == -2) {
+            goto error;
+        }
+        if (key_end < 0) {
+            at = member;
+            break;
+        }
+        Py_ssize_t key = i + 1, key_len = key_end - i - 2;
+        i = after_space(t, key_end, end);
+        if (i >= end) {
+            at = member;
+            break;
+        }
+        if (t[i] != ':') {
+            status = -1;
+            at = i;
+            break;
+        }
+        i = after_space(t, i + 1, end);
+        if (i >= end) {
+            at = member;
+            break;
+        }
+        if (key_len == 11 && memcmp(t + key, "traceEvents", 11) == 0) {
+            status = 1;
+            at = i;
+            break;
+        }
+        Py_ssize_t value_end = find_value_end(t, i, end, s.max_nesting - 1, s.max_string);
+        if (value_end == -2) {
+            goto error;
+        }
+        if (value_end < 0) {
+            at = member;
+            break;
+        }
+        if (PyList_GET_SIZE(keys) < 8) {
+            PyObject *raw = PyBytes_FromStringAndSize(t + key, key_len);
+            if (raw == NULL || PyList_Append(keys, raw) < 0) {
+                Py_XDECREF(raw);
+                goto error;
+            }
+            Py_DECREF(raw);
+        }
+        i = member = value_end;
+    }
+    PyBuffer_Release(&view);
+    PyObject *result = Py_BuildValue("(inN)", status, at, keys);
+    return result;
+error:
+    Py_DECREF(keys);
+    PyBuffer_Release(&view);
+    return NULL;
 }
 
 /* The first offset in text[start:end] that is not JSON whitespace (`end` if none). */
@@ -973,6 +1083,9 @@ static PyMethodDef methods[] = {
      "(see the module source)."},
     {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL,
      "check(text, start, end, max_nesting, max_string) -> None; raises LimitExceeded."},
+    {"members", (PyCFunction)(void (*)(void))members, METH_FASTCALL,
+     "members(text, start, end, max_nesting, max_string) -> (status, offset, keys): see the "
+     "source."},
     {"value_end", (PyCFunction)(void (*)(void))value_end, METH_FASTCALL,
      "value_end(text, start, end, max_nesting, max_string) -> offset after the value, or -1."},
     {NULL, NULL, 0, NULL},

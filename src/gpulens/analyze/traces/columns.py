@@ -129,17 +129,27 @@ def _as_float(value: Any) -> float:
     return float("nan")
 
 
+def _array(values: list[Any], empty: type) -> Array | None:
+    """`values` as one numpy array, None when they do not make one (lists, huge ints...)."""
+    if not values:
+        return np.zeros(0, dtype=empty)
+    try:
+        return np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
 def _ints(values: list[Any]) -> Array:
     """int64 column; absent values are already MISSING."""
-    arr = np.asarray(values) if values else np.zeros(0, dtype=np.int64)
-    if arr.dtype.kind == "i":
+    arr = _array(values, np.int64)
+    if arr is not None and arr.dtype.kind == "i" and arr.ndim == 1:
         return arr.astype(np.int64, copy=False)
     return np.fromiter(map(as_int, values), dtype=np.int64, count=len(values))
 
 
 def _floats(values: list[Any]) -> Array:
-    arr = np.asarray(values) if values else np.zeros(0, dtype=np.float64)
-    if arr.dtype.kind in "fi":
+    arr = _array(values, np.float64)
+    if arr is not None and arr.dtype.kind in "fi" and arr.ndim == 1:
         return arr.astype(np.float64, copy=False)
     return np.fromiter(map(_as_float, values), dtype=np.float64, count=len(values))
 

@@ -71,12 +71,13 @@ _scan_slice: Callable[..., tuple[Any, ...] | None] | None = None
 _check: Callable[[Any, int, int, int, int], None] | None = None
 _value_end: Callable[[Any, int, int, int, int], int] | None = None
 _non_space: Callable[[Any, int, int], int] | None = None
+_walk: Callable[[Any, int, int, int, int], tuple[int, int, list[bytes]]] | None = None
 _LimitExceeded: type[Exception] = ValueError
 try:  # the C scanner (setup.py); a build without a compiler decodes every slice in Python
     from gpulens.analyze.traces import _scan
 
     _scan_slice, _check, _value_end = _scan.scan, _scan.check, _scan.value_end
-    _non_space = _scan.non_space
+    _non_space, _walk = _scan.non_space, _scan.members
     _LimitExceeded = _scan.LimitExceeded
 except ImportError:  # pragma: no cover - an install without the compiled scanner
     pass
@@ -115,7 +116,7 @@ class _NoTraceEvents(_NotStreamable):
 
 
 def _no_trace_events(name: str, keys: list[str]) -> TraceFormatError:
-    shown = ", ".join(sorted(keys)[:8]) or "none"
+    shown = ", ".join(keys[:8]) or "none"
     return TraceFormatError(
         f"{name}: no `traceEvents` in the JSON object (keys: {shown}); "
         "is this a PyTorch profiler trace?"
@@ -237,27 +238,6 @@ class _Text:
         while not self.eof and len(self.buf) <= HELD_BYTES:
             self.more(0)
         return bytes(self.buf), self.eof
-
-    def value_end(self, pos: int, limits: TraceLimits, name: str) -> int | None:
-        """Where the JSON value at `pos` ends, reading more text as needed (the window is pinned:
-        nothing moves); None when the text ends first. Bounded: HELD_BYTES, and the limits."""
-        tried = 0
-        while True:
-            n = len(self.buf)
-            if n - pos >= 2 * tried or self.eof:  # each retry on twice the text: linear
-                try:
-                    end = _find_end(self.buf, pos, n, limits)
-                except _LimitExceeded as exc:
-                    at = exc.args[1] if len(exc.args) > 1 else -1
-                    raise _limit_error(name, limits, exc, self.dropped + at) from None
-                if end >= 0:
-                    return end
-                if self.eof:
-                    return None
-                tried = n - pos
-            if n - pos > HELD_BYTES:
-                raise too_large_metadata(name)
-            self.more(0)
 
 
 def _first_non_space(buf: bytearray, pos: int) -> int:
@@ -466,12 +446,51 @@ def _too_many_events(name: str, limits: TraceLimits) -> Exception:
 
 
 def _key(raw: bytes) -> str | None:
-    """A member's key (JSON string text) as a str, None if it is not a JSON string."""
+    """A member's key (the JSON string's text between its quotes) as a str, None if not one."""
     try:
-        key = msgspec.json.decode(raw)
+        key = msgspec.json.decode(b'"' + raw + b'"')
     except msgspec.DecodeError:
         return None
     return key if isinstance(key, str) else None
+
+
+def _members(
+    buf: bytearray, pos: int, end: int, limits: TraceLimits
+) -> tuple[int, int, list[bytes]]:
+    """`_scan.members`: the root object's members from `pos`, up to a top-level "traceEvents"
+    (1, its value's offset), the object's end (2), the end of the text (0, the member to start
+    again from) or text that is not JSON (-1); the raw keys passed (at most 8)."""
+    if _walk is not None:
+        return _walk(buf, pos, end, limits.max_nesting, limits.max_string_bytes)
+    keys: list[bytes] = []  # pragma: no cover - without the C scanner: the same, in Python
+    member = pos  # pragma: no cover
+    while True:  # pragma: no cover
+        pos = _first_non_space(buf, pos)
+        if pos >= end:
+            return 0, member, keys
+        if buf[pos] == 0x2C:  # ","
+            pos = member = pos + 1
+            continue
+        if buf[pos] == 0x7D:  # "}"
+            return 2, pos + 1, keys
+        if buf[pos] != 0x22:  # '"'
+            return -1, pos, keys
+        key_end = _find_end(buf, pos, end, limits)
+        if key_end < 0:
+            return 0, member, keys
+        colon = _first_non_space(buf, key_end)
+        value = _first_non_space(buf, colon + 1)
+        if value >= end:
+            return 0, member, keys
+        if buf[colon] != 0x3A:  # ":"
+            return -1, colon, keys
+        if buf[pos + 1 : key_end - 1] == b"traceEvents":
+            return 1, value, keys
+        value_end = _find_end(buf, value, end, limits)
+        if value_end < 0:
+            return 0, member, keys
+        keys = keys if len(keys) >= 8 else [*keys, bytes(buf[pos + 1 : key_end - 1])]
+        pos = member = value_end
 
 
 def _parse_stream(
@@ -489,7 +508,7 @@ def _parse_stream(
         return None
     if lead != 0x7B:  # "{"
         _not_an_object(text, first, name)
-    # the root object's members, one by one: only a top-level `traceEvents` is the events
+    # the root object's members: only a top-level `traceEvents` is the events
     pos, keys = first + 1, list[str]()
     head_held = True  # the text before `pos` is all held (for the metadata)
     while True:
@@ -497,45 +516,41 @@ def _parse_stream(
             head_held = False
             text.pinned = False
             pos -= text.drop(pos)
-            if len(keys) > 64:
-                keys = sorted(keys)[:8]
-        pos = text.skip_ws(pos)
-        if pos >= len(text.buf):
-            raise _NotStreamable("the JSON object does not end")
-        ch = text.buf[pos]
-        if ch == 0x7D:  # "}": no traceEvents
-            raise _NoTraceEvents(name, keys)
-        if ch == 0x2C:  # ","
-            pos += 1
-            continue
-        key_end = text.value_end(pos, limits, name)
-        key = _key(bytes(text.buf[pos:key_end])) if key_end is not None else None
-        if key is None or key_end is None:
-            raise _NotStreamable("a key of the JSON object is not a string")
-        colon = text.skip_ws(key_end)
-        if text.buf[colon : colon + 1] != b":":
-            raise _NotStreamable("no `:` after a key of the JSON object")
-        value = text.skip_ws(colon + 1)
-        if key == "traceEvents" and text.buf[value : value + 1] == b"[":
-            if not head_held:
-                raise too_large_metadata(name)
-            head = bytes(text.buf[:pos])
+        n = len(text.buf)
+        try:
+            status, at, raw_keys = _members(text.buf, pos, n, limits)
+        except _LimitExceeded as exc:
+            where = exc.args[1] if len(exc.args) > 1 else -1
+            raise _limit_error(name, limits, exc, text.dropped + where) from None
+        keys += [k for k in map(_key, raw_keys) if k is not None][: 8 - len(keys)]
+        if status == 1:
+            value = at
             break
-        if key == "traceEvents":
-            kind = _ROOT_KINDS.get(text.buf[value], "number") if value < len(text.buf) else ""
-            kind = "dict" if text.buf[value : value + 1] == b"{" else kind
-            raise TraceFormatError(f"{name}: `traceEvents` is a {kind or 'nothing'}, not a list")
-        keys.append(key)
-        value_end = text.value_end(value, limits, name)
-        if value_end is None:
+        if status == 2:
+            raise _NoTraceEvents(name, keys)
+        if status < 0:
+            raise _NotStreamable("the JSON object is not valid JSON")
+        if text.eof:
             raise _NotStreamable("the JSON object does not end")
-        pos = value_end
+        pos = at
+        if n - pos > HELD_BYTES:
+            raise too_large_metadata(name)
+        need = max(1, 2 * (n - pos))  # the member at `pos` is tried on twice the text: linear
+        while not text.eof and len(text.buf) - pos < need:
+            text.more(0)
+    if text.buf[value : value + 1] != b"[":
+        kind = _ROOT_KINDS.get(text.buf[value], "number") if value < len(text.buf) else "nothing"
+        kind = "dict" if text.buf[value : value + 1] == b"{" else kind
+        raise TraceFormatError(f"{name}: `traceEvents` is a {kind}, not a list")
+    if not head_held:
+        raise too_large_metadata(name)
+    head = bytes(text.buf[:value])
     end = _stream_events(text, value + 1, builder, chunk_bytes, limits)
     rest = text.rest(end)
     if rest is None:
         raise too_large_metadata(name)
     try:
-        doc = msgspec.json.decode(head + b'"traceEvents": []' + rest)
+        doc = msgspec.json.decode(head + b"[]" + rest)
     except msgspec.DecodeError as exc:
         raise _NotStreamable("metadata is not valid JSON") from exc
     except RecursionError:

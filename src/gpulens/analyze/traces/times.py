@@ -87,7 +87,9 @@ def to_ns(values: list[Any]) -> Ints | None:
         return np.zeros(0, dtype=np.int64)
     try:
         arr = np.asarray(values)
-    except (ValueError, OverflowError):
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if arr.ndim != 1:  # lists, not numbers
         return None
     if arr.dtype.kind in "iu":
         if int(np.abs(arr).max()) >= 2**63 // 1000:
@@ -112,7 +114,9 @@ def ints_as_ns(values: list[Any]) -> Ints | None:
     """Numbers already in integer ns (after `rewrite_times`), or None if any is not an integer."""
     try:
         arr = np.asarray(values)
-    except (ValueError, OverflowError):
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if arr.ndim != 1:
         return None
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
