@@ -5,13 +5,16 @@ number of writer processes can share a data directory without coordination. A fl
 segment per (kind, day) touched, each to a temporary name, fsynced, then renamed; a crash loses
 at most the unflushed buffer. A failed flush (disk full, permissions) raises `StoreError`,
 removes its temporary file, leaves stored files alone and keeps the unwritten rows for the next
-flush, up to a cap beyond which the oldest rows are dropped and counted.
+flush, up to a bound (`max_buffer_rows`) beyond which the oldest rows are dropped and counted.
+The final flush of `close` says instead that the rows it could not write were not stored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +29,7 @@ from gpulens.model import FrozenLabels, Kind, Reading
 from gpulens.store.commit import Commit
 from gpulens.store.layout import (
     NS_PER_DAY,
+    TMP_PREFIX,
     Opener,
     day_of,
     default_opener,
@@ -36,8 +40,14 @@ from gpulens.store.layout import (
 )
 from gpulens.store.schema import TS, normalize, split_columns, ts_ns, write_options
 
-#: the smallest buffer cap after failed flushes, in rows
+#: the smallest buffer cap after failed flushes, in rows (when no bound is given)
 MIN_BUFFER_CAP = 100_000
+#: while flushes fail, buffered tables are merged once there are more than this many
+MAX_CHUNKS = 64
+#: the size of the file a flush writes to see whether the disk takes writes again
+PROBE_BYTES = 4096
+#: when the buffer passes its bound, the oldest rows are dropped down to this share of it
+DROP_TO = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +62,7 @@ class WriterStats:
     rejected_rows: int = 0
     buffered_rows: int = 0
     last_flush_seconds: float = 0.0
+    max_buffered_rows: int = 0
 
 
 class _Group:
@@ -120,7 +131,9 @@ class SegmentWriter:
     """Buffers readings and writes them as Parquet segments under `data_dir`.
 
     `append` and `append_table` only buffer; call `flush` when `flush_due(now)` says so (every
-    `flush_seconds`), and `close` at the end. `open_file` is injectable for tests. With a
+    `flush_seconds`), and `close` at the end. While flushes fail, at most `max_buffer_rows`
+    rows are kept (default: 10 flushes' worth, at least MIN_BUFFER_CAP). `open_file` is
+    injectable for tests. With a
     `commit`, segments are that commit's and stay invisible until it commits (`commit.py`).
     """
 
@@ -160,8 +173,7 @@ class SegmentWriter:
         with self._lock:
             self._check_open()
             group_readings(self._groups, readings)
-            if self._failing:
-                self._seal()
+            if self._failing and self._buffered_rows() > self._cap():
                 self._enforce_cap()
 
     def append_table(self, kind: Kind, table: pa.Table) -> None:
@@ -174,7 +186,7 @@ class SegmentWriter:
             self._seal()
             if table.num_rows:
                 self._chunks.append((kind, table))
-            if self._failing:
+            if self._failing and self._buffered_rows() > self._cap():
                 self._enforce_cap()
 
     def buffered_rows(self) -> int:
@@ -219,10 +231,18 @@ class SegmentWriter:
         with self._lock:
             return self._flush()
 
-    def _flush(self) -> list[Path]:
+    def _flush(self, final: bool = False) -> list[Path]:
         started = time.perf_counter()
         self._last_flush_ns = self._clock.now_ns()
         rejected = self._seal()
+        if self._failing and not final:
+            stuck = self._probe()
+            if stuck is not None:  # still failing: spare rebuilding the whole buffer to know it
+                self._stats = replace(self._stats, flush_errors=self._stats.flush_errors + 1)
+                if len(self._chunks) > MAX_CHUNKS:
+                    self._merge_chunks()
+                self._enforce_cap()
+                raise _unwritten(stuck, self._buffered_rows(), final)
         jobs = self._jobs()
         written: list[Path] = []
         failure: StoreError | None = None
@@ -230,8 +250,9 @@ class SegmentWriter:
             try:
                 path, size = self._write(kind, day, table)
             except StoreError as exc:
-                failure = exc
-                self._chunks = [(k, t) for k, _, t in jobs[i:]]
+                failure = _unwritten(exc, sum(t.num_rows for _, _, t in jobs[i:]), final)
+                # one contiguous table per (kind, day): many small chunks cost far more memory
+                self._chunks = [(k, t.combine_chunks()) for k, _, t in jobs[i:]]
                 break
             written.append(path)
             self._stats = replace(
@@ -250,6 +271,10 @@ class SegmentWriter:
             self._enforce_cap()
         self._stats = replace(self._stats, last_flush_seconds=time.perf_counter() - started)
         if failure is not None:
+            # the error's traceback keeps this frame, and the frame the error: a cycle only the
+            # garbage collector frees. Without the copies of the buffer it holds nothing large.
+            jobs.clear()
+            del table
             raise failure
         if rejected:
             raise StoreError("; ".join(rejected) + " (values must be numbers)")
@@ -281,18 +306,43 @@ class SegmentWriter:
                 self._commit.add(path)
         except (OSError, pa.ArrowException) as exc:
             raise StoreError(
-                f"cannot write a {kind.value} segment in {str(directory)!r}: {exc}. Nothing "
-                f"already stored was changed and the {table.num_rows} rows stay buffered for "
-                f"the next flush; free disk space or fix the permissions of the data directory."
+                f"cannot write a {kind.value} segment in {str(directory)!r}: {exc}"
             ) from exc
         return path, size
 
+    def _probe(self) -> StoreError | None:
+        """Whether a small file can be written in the data directory now (None), or why not."""
+        path = self.data_dir / f"{TMP_PREFIX}probe-{uuid.uuid4().hex}"
+        try:
+            with self._open(path) as f:
+                f.write(bytes(PROBE_BYTES))
+        except OSError as exc:
+            return StoreError(f"cannot write in {str(self.data_dir)!r}: {exc}")
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return None
+
+    def _merge_chunks(self) -> None:
+        """One contiguous table per kind in place of many small ones (they cost more memory)."""
+        by_kind: dict[Kind, list[pa.Table]] = {}
+        for kind, table in self._chunks:
+            by_kind.setdefault(kind, []).append(table)
+        self._chunks = [(k, _concat(ts).combine_chunks()) for k, ts in by_kind.items()]
+
+    def _cap(self) -> int:
+        """The most rows kept while flushes fail."""
+        return self._max_buffer_rows or max(MIN_BUFFER_CAP, 10 * self._largest_flush)
+
     def _enforce_cap(self) -> None:
-        """After failed flushes, drop the oldest rows beyond the cap (counted in stats)."""
-        cap = self._max_buffer_rows or max(MIN_BUFFER_CAP, 10 * self._largest_flush)
+        """After failed flushes, drop the oldest rows beyond the cap, down to DROP_TO of it
+        (so that this runs once per tenth of the cap, not on every append; counted in stats)."""
+        cap = self._cap()
         self._seal()
         total = sum(t.num_rows for _, t in self._chunks)
-        excess = total - cap
+        if total <= cap:
+            return
+        excess = total - int(cap * DROP_TO)
         if excess <= 0:
             return
         all_ts = np.concatenate([ts_ns(t.column(TS)) for _, t in self._chunks])
@@ -301,7 +351,7 @@ class SegmentWriter:
         for kind, table in self._chunks:
             keep = ts_ns(table.column(TS)) > cutoff
             if keep.any():
-                kept.append((kind, table.filter(keep)))
+                kept.append((kind, table.filter(keep).combine_chunks()))
         self._chunks = kept
         dropped = total - sum(t.num_rows for _, t in kept)
         self._stats = replace(self._stats, dropped_rows=self._stats.dropped_rows + dropped)
@@ -310,14 +360,16 @@ class SegmentWriter:
 
     def stats(self) -> WriterStats:
         with self._lock:
-            return replace(self._stats, buffered_rows=self._buffered_rows())
+            return replace(
+                self._stats, buffered_rows=self._buffered_rows(), max_buffered_rows=self._cap()
+            )
 
     def close(self) -> list[Path]:
         """Flush what is buffered and refuse further appends."""
         with self._lock:
             if self._closed:
                 return []
-            written = self._flush() if (self._groups or self._chunks) else []
+            written = self._flush(final=True) if (self._groups or self._chunks) else []
             self._closed = True
             return written
 
@@ -330,6 +382,17 @@ class SegmentWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unwritten(exc: StoreError, rows: int, final: bool) -> StoreError:
+    """The error of a failed flush, saying what became of the `rows` it could not write."""
+    if final:
+        fate = f"the {rows:,} readings still buffered were not stored"
+        todo = "free disk space or fix the permissions of the data directory, then run again"
+    else:
+        fate = f"the {rows:,} unwritten readings stay buffered for the next flush"
+        todo = "free disk space or fix the permissions of the data directory"
+    return StoreError(f"{exc}; nothing already stored was changed and {fate}: {todo}")
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

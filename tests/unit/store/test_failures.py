@@ -86,14 +86,44 @@ def test_buffer_is_capped_while_flushes_fail_dropping_the_oldest(tmp_path: Path)
     w.append(gpu_rows(5))  # 20 rows
     with pytest.raises(StoreError):
         w.flush()
-    w.append(gpu_rows(10, start=T0 + 10**12))  # 40 more: 60 > 40
-    assert w.stats().dropped_rows == 20
-    assert w.stats().buffered_rows == 40
+    w.append(gpu_rows(10, start=T0 + 10**12))  # 40 more: 60 > 40, so down to 90 % of 40
+    stats = w.stats()
+    assert (stats.dropped_rows, stats.buffered_rows, stats.max_buffered_rows) == (24, 36, 40)
     disk.full = False
     w.flush()
     with Store(tmp_path) as store:
         got = store.query("SELECT min(epoch_ns(ts)) AS first, count(*) AS n FROM gpu").to_pylist()
-    assert got == [{"first": T0 + 10**12 + 7, "n": 40}]
+    assert got == [{"first": T0 + 10**12 + 10**9 + 7, "n": 36}]  # the oldest second went too
+
+
+def test_a_failed_final_flush_says_the_readings_were_not_stored(tmp_path: Path) -> None:
+    disk = FlakyDisk(budget=0)
+    disk.full = True
+    w = SegmentWriter(tmp_path, "node1", clock=FakeClock(T0), open_file=disk)
+    w.append(gpu_rows(2))
+    with pytest.raises(StoreError) as info:
+        w.close()  # an importer's last flush: there is no next one
+    message = str(info.value)
+    assert "the 8 readings still buffered were not stored" in message
+    assert "next flush" not in message and "then run again" in message
+
+
+def test_flushes_while_the_disk_stays_full_do_not_rebuild_the_buffer(tmp_path: Path) -> None:
+    disk = FlakyDisk(budget=0)
+    disk.full = True
+    w = SegmentWriter(tmp_path, "node1", clock=FakeClock(T0), open_file=disk)
+    for i in range(100):
+        w.append(gpu_rows(1, start=T0 + i * 10**9))
+        with pytest.raises(StoreError, match="stay buffered for the next flush"):
+            w.flush()
+    stats = w.stats()
+    assert (stats.flush_errors, stats.buffered_rows, stats.dropped_rows) == (100, 400, 0)
+    assert len(w._chunks) <= 64 + 1  # small tables are merged while it waits
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # no probe file left behind
+    disk.full = False
+    w.flush()
+    with Store(tmp_path) as store:
+        assert store.tables()["gpu"] == 400
 
 
 def test_unwritable_directory(tmp_path: Path) -> None:
