@@ -26,7 +26,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_agent(tmp: Path, listen: str, token: str | None = None) -> subprocess.Popen[str]:
+def start_agent(
+    tmp: Path, listen: str, token: str | None = None, *options: str
+) -> subprocess.Popen[str]:
     config = tmp / "gpulens.toml"
     lines = [
         f'data_dir = "{tmp / "data"}"',
@@ -47,7 +49,7 @@ def start_agent(tmp: Path, listen: str, token: str | None = None) -> subprocess.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
     env["COLUMNS"] = "500"
     return subprocess.Popen(
-        [*GPULENS, "agent", "--config", str(config)],
+        [*GPULENS, "agent", "--config", str(config), *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -110,25 +112,66 @@ def test_metrics_then_sigterm_flushes(agent: tuple[subprocess.Popen[str], str, P
     assert stopped_at - newest[0] < 5  # readings up to the moment it was stopped
 
 
-def test_token_beyond_loopback_and_sigint(tmp_path: Path) -> None:
+TOKEN = "s3cret-token-0123456789"
+
+
+@pytest.mark.parametrize("show", [False, True], ids=["quiet", "show-token"])
+def test_token_beyond_loopback_and_sigint(tmp_path: Path, show: bool) -> None:
     port = free_port()
-    proc = start_agent(tmp_path, f"0.0.0.0:{port}", token="s3cret-token")
+    options = ["--show-token"] if show else []
+    proc = start_agent(tmp_path, f"0.0.0.0:{port}", TOKEN, *options)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(proc, url)
         assert httpx.get(url + "/metrics", timeout=5).status_code == 401
         bad = {"Authorization": "Bearer nope"}
         assert httpx.get(url + "/metrics", headers=bad, timeout=5).status_code == 401
-        good = {"Authorization": "Bearer s3cret-token"}
+        good = {"Authorization": f"Bearer {TOKEN}"}
         assert httpx.get(url + "/metrics", headers=good, timeout=5).status_code == 200
-        assert httpx.get(url + "/metrics?token=s3cret-token", timeout=5).status_code == 200
+        # the query string is a credential for a dashboard page's first load only
+        assert httpx.get(f"{url}/metrics?token={TOKEN}", timeout=5).status_code == 401
+        with httpx.Client(follow_redirects=True, timeout=30) as browser:
+            page = browser.get(f"{url}/?token={TOKEN}")
+            assert page.status_code == 200 and page.url.params.get("token") is None
+            assert browser.get(f"{url}/api/now").status_code == 200  # with the cookie
+        time.sleep(1)  # the ready line is printed once the server has started
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
+        stdout, stderr = proc.communicate(timeout=30)
         assert proc.returncode == 0, stderr
+        assert "gpulens agent: dashboard" in stdout
+        assert (TOKEN in stdout + stderr) is show, stdout  # printed only when asked
+        if show:
+            assert f"?token={TOKEN}" in stdout
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_a_weak_token_is_refused_without_printing_it(tmp_path: Path) -> None:
+    proc = start_agent(tmp_path, f"127.0.0.1:{free_port()}", "short-7")
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2, stderr
+    assert "agent.token" in stderr and "at least 16" in stderr
+    assert "short-7" not in stdout + stderr and "Traceback" not in stderr
+
+
+def test_a_rebinding_host_and_a_cross_site_post_are_refused(
+    agent: tuple[subprocess.Popen[str], str, Path],
+) -> None:
+    """What any web page the user visits could do to a loopback agent without a token."""
+    _, url, _ = agent
+    rebound = httpx.get(url + "/api/now", headers={"Host": "rebind.attacker.example"}, timeout=5)
+    assert rebound.status_code == 400 and "loopback" in rebound.json()["detail"]
+    body = b'{"traceEvents": []}'
+    form = {"content-type": "text/plain", "origin": "http://attacker.example"}
+    post = httpx.post(url + "/api/traces/upload", content=body, headers=form, timeout=5)
+    assert post.status_code == 403, post.text
+    plain = httpx.post(
+        url + "/api/traces/upload", content=body, headers={"content-type": "text/plain"}
+    )
+    assert plain.status_code == 415, plain.text
+    assert httpx.get(url + "/api/now", headers={"Host": "localhost"}, timeout=5).status_code == 200
 
 
 def test_beyond_loopback_without_token_is_refused(tmp_path: Path) -> None:

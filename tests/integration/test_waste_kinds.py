@@ -153,7 +153,8 @@ def test_demo_web_fleet_page_and_api_show_kinds(demo: Any) -> None:
         warnings.simplefilter("ignore")
         from starlette.testclient import TestClient
 
-    client = TestClient(create_app(AgentContext(live=None, data_dir=demo.data_dir)))
+    app = create_app(AgentContext(live=None, data_dir=demo.data_dir))
+    client = TestClient(app, base_url="http://127.0.0.1")  # a loopback Host, as a browser here
     api = client.get("/api/fleet?range=1h").json()
     kinds = [(c["kind"], c["cause"]) for c in api["waste_by_cause"]]
     assert kinds.index(("wasted", "idle_allocated")) < kinds.index(("headroom", "compute_tensor"))

@@ -255,6 +255,9 @@ def demo(
     listen: Annotated[
         str | None, typer.Option(help="HOST:PORT the agent serves on [127.0.0.1:9477].")
     ] = None,
+    show_token: Annotated[
+        bool, typer.Option(help="Print the dashboard's link with its token (agent.token).")
+    ] = False,
 ) -> None:
     """Run the simulated GPU fleet into a data directory, summarise it, then serve it live."""
     if speed < 0:
@@ -297,7 +300,7 @@ def demo(
     if serve:
         from gpulens.present.cli_live import serve_demo
 
-        serve_demo(cfg, fleet)
+        serve_demo(cfg, fleet, show_token)
 
 
 @app.command()

@@ -22,12 +22,24 @@ else:
     session = lazy_module("gpulens.app.session")
 
 
-def _announce(url: str, token: str | None) -> None:
-    link = f"{url}?token={token}" if token else url
-    out.print(f"gpulens agent: dashboard {link}  metrics {url}metrics  (Ctrl-C to stop)")
+SHOW_TOKEN_HELP = "Print the dashboard's link with its token (a secret) when it is ready."
 
 
-def serve_agent(cfg: Config, collectors: list) -> None:  # type: ignore[type-arg]
+def _announce(url: str, token: str | None, show_token: bool) -> None:
+    """The ready line: the token only when asked for, as logs keep what is printed."""
+    link, hint = url, ""
+    if token is not None and show_token:
+        link = f"{url}?token={token}"
+    elif token is not None:
+        hint = " (token required: open the dashboard once with ?token=TOKEN, or --show-token)"
+    out.print(
+        f"gpulens agent: dashboard {link}  metrics {url}metrics  (Ctrl-C to stop){hint}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def serve_agent(cfg: Config, collectors: list, show_token: bool = False) -> None:  # type: ignore[type-arg]
     """Run the agent over `collectors` until SIGTERM or SIGINT.
 
     This is where the running process is composed: the agent (app/) records and judges, and is
@@ -35,16 +47,18 @@ def serve_agent(cfg: Config, collectors: list) -> None:  # type: ignore[type-arg
     from gpulens.app.agent import Agent
     from gpulens.present.prometheus.exporter import metrics_source
     from gpulens.present.web.app import create_app
+    from gpulens.present.web.security import check_token
 
+    check_token(cfg.get("agent.token"))  # before anything starts
     agent = Agent(cfg, collectors, SystemClock(), web=create_app, metrics=metrics_source(cfg))
-    agent.serve(on_ready=lambda url: _announce(url, cfg.get("agent.token")))
+    agent.serve(on_ready=lambda url: _announce(url, cfg.get("agent.token"), show_token))
     err.print("gpulens agent stopped; buffered readings flushed")
 
 
-def serve_demo(cfg: Config, fleet: SimulatedFleet) -> None:
+def serve_demo(cfg: Config, fleet: SimulatedFleet, show_token: bool = False) -> None:
     """The agent on the demo's simulated fleet, continuing in real time from now."""
     live_cfg = replace(cfg, values={**cfg.values, "store.flush_seconds": 10.0})
-    serve_agent(live_cfg, session.fleet_collectors(fleet, SystemClock()))
+    serve_agent(live_cfg, session.fleet_collectors(fleet, SystemClock()), show_token)
 
 
 @app.command()
@@ -54,6 +68,7 @@ def agent(
         str | None, typer.Option(help="HOST:PORT to serve on [127.0.0.1:9477].")
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where to store the readings.")] = None,
+    show_token: Annotated[bool, typer.Option(help=SHOW_TOKEN_HELP)] = False,
 ) -> None:
     """Record, export /metrics and serve the dashboard and API, on one port."""
     cfg = load_config(
@@ -63,7 +78,7 @@ def agent(
     collectors = session.build_collectors(cfg, SystemClock())
     names = ", ".join(c.name for c in collectors)
     err.print(f"gpulens agent: recording {names} into {cfg.data_dir}")
-    serve_agent(cfg, collectors)
+    serve_agent(cfg, collectors, show_token)
 
 
 @app.command()

@@ -36,6 +36,7 @@ from gpulens.present.dashboard.findings import DEFAULT_LIMIT, MAX_LIMIT
 from gpulens.present.dashboard.service import Dashboard
 from gpulens.present.dashboard.window import WindowInfo
 from gpulens.present.web.params import (
+    RULE_PATTERN,
     FairnessBy,
     Severity,
     WindowQuery,
@@ -149,7 +150,7 @@ def findings(
     severity: Annotated[Severity | None, Query(description="Only this severity.")] = None,
     rule: Annotated[
         str | None,
-        Query(max_length=64, description=f"Only this rule: one of {', '.join(RULES)}."),
+        Query(pattern=RULE_PATTERN, description=f"Only this rule: one of {', '.join(RULES)}."),
     ] = None,
     limit: Annotated[int, Query(ge=0, le=MAX_LIMIT, description="Most findings listed.")] = (
         DEFAULT_LIMIT

@@ -8,19 +8,24 @@ from typing import Annotated, Literal
 
 from fastapi import HTTPException, Query, Request
 
+from gpulens.findings.engine import RULES
 from gpulens.present.dashboard.service import Dashboard
 from gpulens.present.dashboard.window import (
     DEFAULT_POINTS,
     MAX_POINTS,
+    MAX_SPAN_S,
     MIN_POINTS,
+    RANGES,
     Window,
 )
 
 RangeName = Literal["1h", "6h", "24h", "7d"]
 Severity = Literal["critical", "warning", "info"]
 FairnessBy = Literal["user", "team", "project"]
+RULE_PATTERN = "^(" + "|".join(RULES) + ")$"  # a finding rule's id
+NS = 1_000_000_000
 #: the latest instant a bound may name (2100-01-01 in ns): keeps arithmetic inside int64
-MAX_NS = 4_102_444_800 * 1_000_000_000
+MAX_NS = 4_102_444_800 * NS
 
 
 @dataclass(frozen=True)
@@ -44,13 +49,26 @@ def window_query(
     ] = DEFAULT_POINTS,
     start_ns: Annotated[
         int | None,
-        Query(ge=0, le=MAX_NS, description="Window start, ns since the epoch (overrides range)."),
+        Query(
+            ge=0,
+            le=MAX_NS,
+            description="Window start, ns since the epoch; without end_ns the window is `range` "
+            "long from it.",
+        ),
     ] = None,
     end_ns: Annotated[
         int | None,
-        Query(ge=0, le=MAX_NS, description="Window end, ns since the epoch (overrides range)."),
+        Query(
+            ge=0,
+            le=MAX_NS,
+            description="Window end, ns since the epoch; without start_ns the window is `range` "
+            f"long up to it. With both, the end must follow the start by at most "
+            f"{MAX_SPAN_S // 86400} days (else 422).",
+        ),
     ] = None,
 ) -> WindowQuery:
+    if start_ns is not None and end_ns is None:  # any start alone makes a window
+        end_ns = start_ns + RANGES[range_] * NS
     return WindowQuery(range_, points, start_ns, end_ns)
 
 
