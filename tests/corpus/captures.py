@@ -42,7 +42,10 @@ CSV_MAP += ["--label", "node=host", "--map", "util=gpu_util_ratio:percent"]
 
 def _gzip_repeated(path: Path, header: bytes, block: bytes, size: int) -> Path:
     """A gzip file of `header` then `block` repeated until about `size` inflated bytes."""
-    with path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as gz:
+    with (
+        path.open("wb") as raw,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz,
+    ):
         gz.write(header)
         written = len(header)
         chunk = block * max(1, (1 << 20) // len(block))
@@ -122,10 +125,10 @@ def gzip_bomb(directory: Path, size: int) -> Path:
 
 
 def corrupt_gzip(directory: Path, size: int) -> Path:
-    """A .csv.gz of valid rows with bytes in the middle of the compressed stream overwritten."""
+    """A .csv.gz of valid rows whose compressed stream is overwritten just after the gzip
+    header (zlib fails on the first block: "Error -3 while decompressing")."""
     data = bytearray(valid_csv_gz(directory, size).read_bytes())
-    middle = len(data) // 2
-    data[middle : middle + 64] = b"\xff" * min(64, len(data) - middle)
+    data[10] = 0x07  # the first deflate block: final, of the reserved type 3
     path = directory / "corrupt.csv.gz"
     path.write_bytes(bytes(data))
     return path

@@ -166,7 +166,7 @@ def clean_commits(data_dir: Path) -> CleanResult:
     commits none of whose files is left (compacted and deleted), and their stale locks."""
     data_dir = Path(data_dir)
     result = CleanResult()
-    seen: set[str] = set()
+    kept: set[str] = set()  # commits with files still in place (committed, or in progress)
     for kind in Kind:
         for _day, part in partitions(data_dir, kind):
             try:
@@ -177,11 +177,12 @@ def clean_commits(data_dir: Path) -> CleanResult:
                 tid = pending_id(name)
                 if tid is None or not name.endswith(SUFFIX):
                     continue
-                seen.add(tid)
-                if _abandoned(data_dir, tid):
-                    with suppress(FileNotFoundError):
-                        (part / name).unlink()
-                        result.files_deleted += 1
+                if not _abandoned(data_dir, tid):
+                    kept.add(tid)
+                    continue
+                with suppress(FileNotFoundError):
+                    (part / name).unlink()
+                    result.files_deleted += 1
     directory = commits_dir(data_dir)
     try:
         names = [p.name for p in directory.iterdir()]
@@ -193,7 +194,7 @@ def clean_commits(data_dir: Path) -> CleanResult:
             result.records_deleted += 1
     for name in names:
         tid = name.removesuffix(LOCK_SUFFIX)
-        if name.endswith(LOCK_SUFFIX) and tid not in seen and _drop_lock(directory / name):
+        if name.endswith(LOCK_SUFFIX) and tid not in kept and _drop_lock(directory / name):
             result.locks_deleted += 1
     return result
 

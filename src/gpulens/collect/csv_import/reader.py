@@ -3,11 +3,13 @@
 Columnar and bounded: the file is read (and inflated) in this thread, cut into blocks of
 whole lines of about `BLOCK_SIZE` bytes, and each block is parsed by pyarrow from memory and
 converted to compact columns (int64 ns, dictionary labels, float metrics) before the next is
-read, so memory holds one block and its tables. No pyarrow thread ever reads the file: a
-reader thread that calls back into Python can abort the process when it is still running at
-interpreter exit. Archive members are read one at a time from the stream. The inflated size
-and the line length are bounded by `Limits` (InputTooLarge); other bad input raises one
-`CsvImportError`.
+read, so memory holds one block and its tables. Everything runs in the calling thread
+(`use_threads=False`): pyarrow's streaming reader reads ahead on its I/O threads, and one that
+still held a Python buffer when the interpreter exited aborted the process ("terminate called
+without an active exception": the thread, blocked taking the GIL during finalization, is
+unwound by `pthread_exit` through a `noexcept` destructor). Archive members are read one at
+a time from the stream. The inflated size and the line length are bounded by `Limits`
+(InputTooLarge); other bad input raises one `CsvImportError`.
 """
 
 from __future__ import annotations
@@ -193,7 +195,9 @@ def _iter_csv(
             end = block.find(b"\n") + 1 or len(block)
             names = _header(block[:end], parse, source, wanted)
             block = block[end:]
-        read = pacsv.ReadOptions(column_names=names, block_size=BLOCK_SIZE + (1 << 20))
+        read = pacsv.ReadOptions(
+            column_names=names, block_size=BLOCK_SIZE + (1 << 20), use_threads=False
+        )
         try:
             batch = pacsv.read_csv(pa.py_buffer(block), read, parse, convert)
         except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:
@@ -212,7 +216,8 @@ def _iter_csv(
 def _header(line: bytes, parse: pacsv.ParseOptions, source: str, wanted: list[str]) -> list[str]:
     """The column names of a CSV header line."""
     try:
-        table = pacsv.read_csv(pa.py_buffer(line), parse_options=parse)
+        read = pacsv.ReadOptions(use_threads=False)
+        table = pacsv.read_csv(pa.py_buffer(line), read_options=read, parse_options=parse)
     except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:
         raise _arrow_error(source, exc, wanted) from None
     missing = [c for c in wanted if c not in table.column_names]
