@@ -11,14 +11,18 @@ row per group with, all GPU-hours weighted by `gpu_share` (see `waste`):
   waste), `warmup_gpu_hours`, `unmeasured_gpu_hours`, `idle_unallocated_gpu_hours`, and
   `wasted_gpu_hours_<cause>` for every cause in `waste.WASTE_CAUSES` (allocated = useful +
   wasted + headroom + warm-up + unmeasured; gpu_hours = allocated + idle_unallocated);
+- `no_data_gpu_hours`: time inside the group's series with no data (gaps between readings
+  beyond the maximum gap, see `gpulens.store.coverage`), counted apart from `gpu_hours`:
+  neither allocated nor unallocated, never zero activity;
 - `mean_duty`, `mean_sm_active`, `mean_tensor_active`: time-weighted means over the rows where
-  the metric exists (null when it never does);
+  the metric exists (null when it never does; the plain mean for a group covering no time, a
+  snapshot);
 - `energy_kwh`, `cost`, `energy_cost`, `total_cost`, `wasted_cost` (the waste's share of
   `total_cost`), `headroom_cost` (the headroom's share), `co2e_kg`;
 - `useful_per_gpu_hour` (useful / allocated GPU-hours: useful work per allocated GPU-hour,
-  0..1) and `tokens_per_gpu_hour` (Σ tokens_per_s × step_s / allocated GPU-hours; null without
-  tokens; an application that reports the same throughput on each of its GPUs is counted once
-  per GPU).
+  0..1) and `tokens_per_gpu_hour` (Σ tokens_per_s × covered seconds / allocated GPU-hours;
+  null without tokens; an application that reports the same throughput on each of its GPUs
+  is counted once per GPU).
 
 A sum over no known value is null ("unknown"), never 0. Rows with a null label form their own
 group (e.g. `user` null: unattributed or unallocated time). Group columns missing from the
@@ -38,7 +42,7 @@ import pyarrow.compute as pc
 
 from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.prices import Prices
-from gpulens.analyze.waste import CAUSE_NAMES, WASTE_CAUSES, ensure_annotated
+from gpulens.analyze.waste import CAUSE_NAMES, WASTE_CAUSES, covered, ensure_annotated
 
 ROLLUPS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
@@ -67,6 +71,7 @@ _HOURS = (
     "warmup_gpu_hours",
     "unmeasured_gpu_hours",
     "idle_unallocated_gpu_hours",
+    "no_data_gpu_hours",
 )
 _MONEY = (
     "energy_kwh",
@@ -232,6 +237,7 @@ def rollup(
             "warmup_gpu_hours": total(_f(t, "warmup_s")) / 3600.0,
             "unmeasured_gpu_hours": total(_f(t, "unmeasured_s")) / 3600.0,
             "idle_unallocated_gpu_hours": total(gpu_s - allocated) / 3600.0,
+            "no_data_gpu_hours": total(np.nan_to_num(_f(t, "no_data_gpu_s"))) / 3600.0,
         }
         out.update({k: _arr(v) for k, v in hours.items()})
         cause_codes, cause_values = _codes(t, "waste_cause")
@@ -251,7 +257,11 @@ def rollup(
             valid = ~np.isnan(x)
             w = np.bincount(gid, weights=np.where(valid, gpu_s, 0.0), minlength=groups)
             xw = np.bincount(gid, weights=np.where(valid, x * gpu_s, 0.0), minlength=groups)
-            out[col] = _arr(np.where(w > 0, xw / w, np.nan))
+            # a group covering no time (a snapshot): the plain mean, the state at that instant
+            seen = np.bincount(gid, weights=valid.astype(np.float64), minlength=groups)
+            xs = np.bincount(gid, weights=np.where(valid, x, 0.0), minlength=groups)
+            plain = np.where(seen > 0, xs / np.where(seen > 0, seen, 1.0), np.nan)
+            out[col] = _arr(np.where(w > 0, xw / np.where(w > 0, w, 1.0), plain))
         cost = _f(t, "total_cost")
         frac = np.divide(np.nan_to_num(wasted), gpu_s, out=np.zeros(n), where=gpu_s > 0)
         spare = np.divide(np.nan_to_num(headroom), gpu_s, out=np.zeros(n), where=gpu_s > 0)
@@ -266,7 +276,7 @@ def rollup(
         }
         out.update({k: _arr(v) for k, v in money.items()})
         out["useful_per_gpu_hour"] = _arr(np.where(alloc_h > 0, useful_h / alloc_h, np.nan))
-        tokens = total(_f(t, "tokens_per_s") * _f(t, "step_s"))
+        tokens = total(_f(t, "tokens_per_s") * covered(t))
         out["tokens_per_gpu_hour"] = _arr(np.where(alloc_h > 0, tokens / alloc_h, np.nan))
     result = pa.table(out).cast(schema)
     order = pc.sort_indices(result, sort_keys=[("allocated_gpu_hours", "descending")])

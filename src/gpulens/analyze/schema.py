@@ -7,7 +7,11 @@ records; they never read files. A column whose source metric is missing holds nu
 
 Column groups (names are the contract; types in parentheses):
 - time: `start_ns` (int64, interval start, UTC ns), `step_s` (float64, interval length),
-  `samples` (int64, readings that fell in the interval);
+  `samples` (int64, readings that fell in the interval), `covered_s` (float64, the seconds
+  those readings stand for: each covers the time until the next reading of its GPU, capped at
+  the maximum gap, so a lone snapshot covers 0 s and sparse readings may cover more than
+  `step_s`), `no_data_s` (float64, seconds of gaps beyond the cap that start in the interval:
+  no data, neither allocated nor unallocated). A frame without `covered_s` counts `step_s`;
 - identity (string): `host`, `gpu_uuid`, `gpu_index`, `gpu_model`, `mig_instance`,
   `parent_uuid`;
 - attribution (string, from the process holding most GPU memory in the interval; null when no
@@ -30,14 +34,16 @@ Column groups (names are the contract; types in parentheses):
   `throttle_thermal`, `clock_idle`;
 - host and application context (float64, null when not reported): `host_cpu` (host CPU busy
   ratio), `host_iowait`, `data_wait` (the job's app_data_wait_ratio), `tokens_per_s`,
-  `model_parameters`, `kernel_launches_per_s`, `latency_p50_s`.
+  `model_parameters`, `kernel_launches_per_s`, `latency_p50_s`;
+- health (float64, null when not reported): `ecc_dbe_total` (uncorrected ECC errors since the
+  driver loaded, the interval's largest count), `xid_last` (the last XID error number).
 """
 
 from __future__ import annotations
 
 from gpulens.model import ATTRIBUTION_LABELS
 
-TIME_COLUMNS: tuple[str, ...] = ("start_ns", "step_s", "samples")
+TIME_COLUMNS: tuple[str, ...] = ("start_ns", "step_s", "samples", "covered_s", "no_data_s")
 IDENTITY_COLUMNS: tuple[str, ...] = (
     "host",
     "gpu_uuid",
@@ -88,6 +94,7 @@ CONTEXT_COLUMNS: tuple[str, ...] = (
     "kernel_launches_per_s",
     "latency_p50_s",
 )
+HEALTH_COLUMNS: tuple[str, ...] = ("ecc_dbe_total", "xid_last")
 
 ALL_COLUMNS: tuple[str, ...] = (
     TIME_COLUMNS
@@ -100,6 +107,7 @@ ALL_COLUMNS: tuple[str, ...] = (
     + ENERGY_COLUMNS
     + THROTTLE_COLUMNS
     + CONTEXT_COLUMNS
+    + HEALTH_COLUMNS
 )
 
 # The states an interval can be in (analyze/efficiency.py assigns exactly one; the rules are

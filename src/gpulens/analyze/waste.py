@@ -8,9 +8,14 @@ unmeasured, with energy, money and carbon per interval. Pure: tables in, tables 
   for a MIG instance with a "<g>g.<mem>gb" profile (in a `mig_profile` column or the model
   name; `g/4` on an A30; 1/7 when the profile is unknown), and 0 for a MIG-enabled parent GPU
   whose instances are rows of the same frame (the instances carry its time; never twice).
-- `gpu_s` = `step_s × gpu_share`: capacity. `allocated_s`: `gpu_s` when a process holds the
-  GPU, i.e. `state` is set and is not `idle_unallocated` (without a state, or with state
-  `unknown`: a `pid` or `processes > 0`), else 0.
+- `gpu_s` = `covered_s × gpu_share`: capacity, the time the row's readings stand for (see
+  `schema`; `step_s` in a frame without `covered_s`). A lone snapshot covers 0 s: no
+  GPU-hours, no cost. `no_data_gpu_s` = the frame's `no_data_s × gpu_share` (0 without
+  the column): gaps beyond the maximum gap, outside capacity, neither allocated nor
+  unallocated.
+- `allocated_s`: `gpu_s` when a process holds the GPU, i.e. `state` is set and is not
+  `idle_unallocated` (without a state, or with state `unknown`: a `pid` or `processes > 0`),
+  else 0.
 - `useful_s` = `allocated_s × useful_ratio`. The ratio is the frame's `useful_ratio` (from
   `efficiency`), else `sm_active` (profiling tier fallback: SM activity is the best single
   proxy of useful work, DCGM guidance), clipped to [0, 1]. `idle_allocated` is never useful.
@@ -71,6 +76,7 @@ HEADROOM_NOTE = (
 ANNOTATION_COLUMNS: tuple[str, ...] = (
     "gpu_share",
     "gpu_s",
+    "no_data_gpu_s",
     "allocated_s",
     "useful_s",
     "wasted_s",
@@ -139,6 +145,16 @@ def _gpu_share(frame: pa.Table) -> np.ndarray:
     return share
 
 
+def covered(frame: pa.Table) -> np.ndarray:
+    """Per row, the seconds its readings cover: `covered_s` where the frame has it (null counts
+    as `step_s`), else `step_s`; NaN as 0."""
+    step = np.asarray(np.nan_to_num(_floats(frame, "step_s"), nan=0.0), dtype=np.float64)
+    if "covered_s" not in frame.column_names:
+        return step
+    cover = _floats(frame, "covered_s")
+    return np.asarray(np.where(np.isnan(cover), step, cover), dtype=np.float64)
+
+
 def annotate(
     frame: pa.Table, prices: Prices | None = None, region: str | float = DEFAULT_REGION
 ) -> pa.Table:
@@ -146,9 +162,9 @@ def annotate(
     prices = prices or Prices()
     grid = g_per_kwh(region)
     n = frame.num_rows
-    step = np.nan_to_num(_floats(frame, "step_s"), nan=0.0)  # a writable copy
     share = _gpu_share(frame)
-    gpu_s = step * share
+    gpu_s = covered(frame) * share
+    no_data_s = np.nan_to_num(_floats(frame, "no_data_s"), nan=0.0) * share
 
     codes, names = _strings(frame, "state")
     state_idx = {s: i for i, s in enumerate(names) if s is not None}
@@ -221,6 +237,7 @@ def annotate(
     new: dict[str, pa.Array] = {
         "gpu_share": pa.array(share),
         "gpu_s": pa.array(gpu_s),
+        "no_data_gpu_s": pa.array(no_data_s),
         "allocated_s": pa.array(allocated_s),
         "useful_s": arr(useful_s),
         "wasted_s": arr(wasted_s),

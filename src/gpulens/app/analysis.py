@@ -37,6 +37,7 @@ from gpulens.analyze.memory import (
 from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
 from gpulens.app import session
+from gpulens.app.gpus import coverage_notes, gpu_counts, gpu_rows
 from gpulens.config import Config
 from gpulens.findings.context import FindingThresholds
 from gpulens.findings.engine import build_context, run_rules
@@ -178,21 +179,8 @@ def analyse(
     view.totals["start_ns"] = int(pc.min(annotated["start_ns"]).as_py())
     view.totals["end_ns"] = int(pc.max(annotated["start_ns"]).as_py() + step_s * NS)
     view.waste_by_cause = _rows(waste.waste_by_cause(annotated, prices=prices, region=region))
-    gpu_table = rollups.rollup(annotated, ("host", "gpu_index", "gpu_uuid", "gpu_model"))
-    gpu_memory = annotated.group_by("gpu_uuid").aggregate(
-        [("memory_used_bytes", "max"), ("memory_total_bytes", "max")]
-    )
-    peaks = {r["gpu_uuid"]: r for r in gpu_memory.to_pylist()}
-    view.gpus = sorted(
-        (
-            {**r, **{k: v for k, v in peaks.get(r["gpu_uuid"], {}).items() if k != "gpu_uuid"}}
-            for r in _rows(gpu_table)
-        ),
-        key=lambda r: (
-            str(r.get("host")),
-            int(r["gpu_index"]) if str(r.get("gpu_index", "")).isdigit() else 0,
-        ),
-    )
+    view.gpus = gpu_rows(annotated)
+    view.totals.update(gpu_counts(view.gpus))
     view.top_users = _top(
         rollups.rollup(annotated, "user", prices=prices, region=region), "user", 10
     )
@@ -226,6 +214,7 @@ def analyse(
     verdicts = run_verdicts(annotated, history, ctx.baselines)
     view.jobs = _jobs(verdicts, job_memory_peaks(memory_peaks(annotated)))
     view.baseline = _baseline(view.jobs, history, lo, hi, step_s)
+    view.notes.extend(coverage_notes(annotated, view.totals))
     tiers = (
         set(pc.unique(annotated["tier"]).to_pylist()) if "tier" in annotated.column_names else set()
     )

@@ -112,6 +112,9 @@ def owners(ctx: Context) -> list[str]:
 
 def _read_covered(ctx: Context) -> np.ndarray:
     step = step0(ctx)
+    if "covered_s" in ctx.frame.column_names:  # the frame builder's coverage rule
+        cover = floats(ctx, "covered_s")
+        return np.asarray(np.where(np.isnan(cover), step, cover), dtype=np.float64)
     samples = floats(ctx, "samples")
     if np.isnan(samples).all():
         return step
@@ -124,9 +127,10 @@ def _read_covered(ctx: Context) -> np.ndarray:
 
 
 def covered(ctx: Context) -> np.ndarray:
-    """Per row, the seconds its interval covers: its length times its samples over the most
-    samples an interval of its GPU entity holds (the whole length without a sample count);
-    cached."""
+    """Per row, the seconds its readings cover: the frame's `covered_s` (the coverage rule of
+    `gpulens.store.coverage`, the same seconds waste counts); in a frame without it, the
+    interval's length times its samples over the most samples an interval of its GPU entity
+    holds (the whole length without a sample count); cached."""
     return ctx.cached("covered", _read_covered, ctx)
 
 

@@ -5,7 +5,8 @@ docs/findings/<RULE_ID>.md) and `check(ctx) -> Iterable[Finding]`. `RULES` maps 
 to its check, discovered from that package (modules starting with "_" are helpers).
 `run_rules(ctx)` runs them, isolates failures (a rule that raises becomes a `RuleError` in
 `ctx.errors`, the other rules still run) and sorts the findings by impact: wasted GPU-hours,
-then severity, then rule and window.
+then severity, then rule and window. Rows whose readings cover no time (a lone snapshot) are
+seen only by `INSTANT_RULES`; a duration is never inferred from a snapshot.
 
     ctx = build_context(frame, events)
     for f in run_rules(ctx):
@@ -17,7 +18,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
+
+import pyarrow.compute as pc
 
 from gpulens.findings import rules as rules_package
 from gpulens.findings.context import (
@@ -72,6 +76,21 @@ def sort_key(f: Finding) -> tuple[float, int, str, int]:
     return (-f.impact.wasted_gpu_hours, _SEVERITY_RANK[f.severity], f.rule_id, f.window[0])
 
 
+#: rules that read snapshot rows (readings covering no time); every other rule is
+#: duration-based and sees only the rows that cover time
+INSTANT_RULES: frozenset[str] = frozenset({"snapshot_state"})
+
+
+def _over_time(ctx: Context) -> Context:
+    """`ctx` without its snapshot rows (`covered_s` = 0), sharing its errors list."""
+    if "covered_s" not in ctx.frame.column_names:
+        return ctx
+    keep = pc.fill_null(pc.greater(ctx.frame["covered_s"], 0.0), True)
+    if pc.all(keep).as_py():
+        return ctx
+    return replace(ctx, frame=ctx.frame.filter(keep), errors=ctx.errors, _cache={})
+
+
 def run_rules(
     ctx: Context, only: Iterable[str] | None = None, rules: Mapping[str, Check] | None = None
 ) -> list[Finding]:
@@ -83,10 +102,11 @@ def run_rules(
     if unknown:
         raise ValueError(f"unknown finding rule(s) {unknown}: expected some of {sorted(table)}")
     ctx.errors.clear()
+    timed = _over_time(ctx)
     out: list[Finding] = []
     for name in names:
         try:
-            out.extend(table[name](ctx))
+            out.extend(table[name](ctx if name in INSTANT_RULES else timed))
         except Exception as exc:  # a broken rule must not take the report down with it
             ctx.errors.append(RuleError(name, type(exc).__name__, str(exc)))
     return sorted(out, key=sort_key)

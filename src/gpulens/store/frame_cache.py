@@ -8,7 +8,8 @@ the interval frame at any step that is a multiple of 60 s *exactly*: sums and co
 of means, min/max, first/last, the energy counter's min and max, per-process memory peaks and
 the host and application context, each per 60 s bucket (`fb` = epoch_ns // 60 s), and the same
 partial aggregates summed into 900 s and 3600 s buckets (column `lvl` = the bucket length, `fb`
-counted in buckets of that length; format version 3), so that long reports read 15 or 60 times
+counted in buckets of that length), with the coverage rule's seconds covered and without data
+per bucket (format version 4), so that long reports read 15 or 60 times
 fewer rows. Rows are sorted by part and level and written in small row groups, so a query
 reads only its level's. The SQL that writes and reads them is in `frames.py`; this module knows
 where the files are, writes them atomically, and decides whether one may be trusted.
@@ -54,7 +55,8 @@ DAY_KEY = b"gpulens.frame_day"
 #: bumped whenever the cached columns change meaning; other versions are stale
 #: 2: coarser levels (`lvl` column) next to the 60 s partial sums; 3: every partial aggregate
 #: that is not a sum and count is named as its column (the application maxima were `x_<name>`)
-FORMAT_VERSION = b"3"
+#: 4: first/last reading times and the coverage rule's columns per bucket (store/coverage.py)
+FORMAT_VERSION = b"4"
 #: the raw tables an interval frame is built from
 INPUT_KINDS: tuple[Kind, ...] = (Kind.GPU, Kind.PROCESS, Kind.HOST, Kind.APP)
 

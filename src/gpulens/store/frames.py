@@ -39,6 +39,7 @@ back) are generated from those declarations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -50,6 +51,7 @@ from gpulens.catalog import POWER_REASON_BITS, THERMAL_REASON_BITS
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
 from gpulens.model import ATTRIBUTION_LABELS
+from gpulens.store.coverage import close_inner_tails, coverage_sql, tail_sql
 from gpulens.store.frame_cache import (
     CACHE_STEP_S,
     INPUT_KINDS,
@@ -76,6 +78,7 @@ PROCESS_LABELS: tuple[str, ...] = ("pid", *ATTRIBUTION_LABELS)
 # is aggregated.
 
 MEAN, MIN, MAX, FIRST, LAST, ANY, COUNT = "mean", "min", "max", "first", "last", "any", "count"
+SUM = "sum"  # a derived column that adds up across buckets (the coverage seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,8 @@ _GPU_AGGS: tuple[Agg, ...] = (
     Agg("gpu_model", ANY),
     Agg("parent_uuid", ANY),
     Agg("samples", COUNT, "*"),
+    Agg("ts_first", MIN, "epoch_ns(ts)"),
+    Agg("ts_last", MAX, "epoch_ns(ts)"),
     *(Agg(c, MEAN, m) for c, m in _MEANS),
     Agg("sm_active_min", MIN, "sm_active_ratio"),
     Agg("sm_active_max", MAX, "sm_active_ratio"),
@@ -147,6 +152,8 @@ _GPU_AGGS: tuple[Agg, ...] = (
         f"coalesce(throttle_thermal_ratio, {_throttle(THERMAL_REASON_BITS)})",
     ),
     Agg("clock_idle", MEAN, "(clocks_event_reasons::BIGINT & 1)::DOUBLE"),  # GPU_IDLE (0x1)
+    Agg("ecc_dbe_total", MAX, "ecc_dbe_volatile_total"),
+    Agg("xid_last", LAST, "xid_last"),
 )
 _PROCESS_AGGS: tuple[Agg, ...] = (
     *(Agg(c, ANY) for c in ATTRIBUTION_LABELS),
@@ -176,9 +183,25 @@ class _Part:
     keys: tuple[str, ...]
     where: str
     aggs: tuple[Agg, ...]
+    derived: tuple[Agg, ...] = ()  # computed per fine bucket after the aggregation
+
+    @property
+    def merged(self) -> tuple[Agg, ...]:
+        """The columns that are re-aggregated from fine buckets: `aggs` and `derived`."""
+        return self.aggs + self.derived
 
 
-_GPU = _Part("gpu", "gpu", ("host", "gpu_uuid", "mig_instance"), "true", _GPU_AGGS)
+# the coverage rule's columns (store/coverage.py), per fine bucket, re-aggregated upward
+_COVERAGE_AGGS: tuple[Agg, ...] = (
+    Agg("cov_s", SUM),
+    Agg("nod_s", SUM),
+    Agg("tail_from", MAX),
+    Agg("cap_ns", MAX),
+    Agg("spacing_ns", MAX),
+)
+_GPU = _Part(
+    "gpu", "gpu", ("host", "gpu_uuid", "mig_instance"), "true", _GPU_AGGS, _COVERAGE_AGGS
+)
 _PROCESS = _Part(
     "process",
     "process",
@@ -240,7 +263,7 @@ def _agg_merged(a: Agg, *, final: bool) -> str:
         return f"{_edge_sql(a.kind, n, 'fb')} AS {n}"
     if a.kind == COUNT:
         return f"sum({n})::BIGINT AS {n}"
-    fn = {MIN: "min", MAX: "max", ANY: "any_value"}[a.kind]
+    fn = {MIN: "min", MAX: "max", ANY: "any_value", SUM: "sum"}[a.kind]
     return f"{fn}({n}) AS {n}"
 
 
@@ -266,6 +289,33 @@ def _raw_sql(part: _Part, filters: str) -> str:
   GROUP BY {keys}, b"""
 
 
+def _raw_gpu_sql(filters: str, one_row: bool, max_gap: str) -> str:
+    """The GPU part over raw rows: partial aggregates per fine bucket (`$fine_ns`), the
+    coverage rule over them, then merged into buckets of the step (`$fine_k` fine buckets)."""
+    keys = ", ".join(_GPU.keys)
+    aggs = ",\n    ".join(_agg_partial(a) for a in _GPU.aggs)
+    fine = f"""(
+  SELECT {keys}, epoch_ns(ts) // $fine_ns AS fb,
+    {aggs}
+  FROM gpu
+  WHERE {_GPU.where} AND {filters}
+  GROUP BY {keys}, fb)"""
+    covered = coverage_sql(fine, _GPU.keys, max_gap, "fb" if one_row else "fb // $fine_k")
+    if one_row:
+        cols = ",\n    ".join(_agg_one_row(a) for a in _GPU.merged)
+        return f"""
+  SELECT {keys}, fb AS b,
+    {cols}
+  FROM ({covered})"""
+    cols = ",\n    ".join(_agg_merged(a, final=True) for a in _GPU.merged)
+    closed = close_inner_tails(f"({covered})", _GPU.keys, "$fine_k")
+    return f"""
+  SELECT {keys}, fb // $fine_k AS b,
+    {cols}
+  FROM ({closed})
+  GROUP BY {keys}, b"""
+
+
 # rx + tx over the interval; null when neither direction was measured
 _NVLINK = (
     "CASE WHEN g.nvlink_rx IS NOT NULL OR g.nvlink_tx IS NOT NULL "
@@ -277,6 +327,8 @@ _OUTPUT: tuple[tuple[str, str, str], ...] = (
     ("start_ns", "g.b * $step_ns", "BIGINT"),
     ("step_s", "$step_s", "DOUBLE"),
     ("samples", "g.samples", "BIGINT"),
+    ("covered_s", "g.cov_s + g.tail_cov_ns / 1e9", "DOUBLE"),
+    ("no_data_s", "g.nod_s + g.tail_nod_ns / 1e9", "DOUBLE"),
     ("host", "g.host", "VARCHAR"),
     ("gpu_uuid", "g.gpu_uuid", "VARCHAR"),
     ("gpu_index", "g.gpu_index", "VARCHAR"),
@@ -298,29 +350,35 @@ _OUTPUT: tuple[tuple[str, str, str], ...] = (
     ("process_memory_bytes", "pa.process_memory_bytes", "DOUBLE"),
     ("nvlink_bps", _NVLINK, "DOUBLE"),
     ("energy_j", "g.energy_j", "DOUBLE"),
-    ("energy_power_j", "g.power_w * $step_s", "DOUBLE"),
+    ("energy_power_j", "g.power_w * (g.cov_s + g.tail_cov_ns / 1e9)", "DOUBLE"),
     ("throttle_power", "g.throttle_power", "DOUBLE"),
     ("throttle_thermal", "g.throttle_thermal", "DOUBLE"),
     ("clock_idle", "g.clock_idle", "DOUBLE"),
     ("host_cpu", "h.host_cpu", "DOUBLE"),
     ("host_iowait", "h.host_iowait", "DOUBLE"),
     *((a.name, f"coalesce(ag.{a.name}, aj.{a.name})", "DOUBLE") for a in _APP_AGGS),
+    ("ecc_dbe_total", "g.ecc_dbe_total", "DOUBLE"),
+    ("xid_last", "g.xid_last", "DOUBLE"),
 )
 COLUMNS: tuple[str, ...] = tuple(c for c, _, _ in _OUTPUT)
 
 
-def _energy_sql() -> str:
-    """Per-bucket energy from the counter's first/last samples and the previous bucket's last."""
-    return """
+def _series_sql() -> str:
+    """Per bucket, what needs its neighbours: the energy counter's increase (from the counter's
+    first/last samples and the previous bucket's last) and the coverage of the open tail (from
+    the next bucket's first reading; store/coverage.py)."""
+    return f"""
   SELECT *,
     CASE
       WHEN prev_b = b - 1 AND prev_last IS NOT NULL AND e_last >= prev_last
         THEN e_last - prev_last
       WHEN e_last >= e_first THEN e_last - e_first
-    END AS energy_j
+    END AS energy_j,
+    {tail_sql()}
   FROM (
     SELECT *,
-      lag(b) OVER w AS prev_b, lag(e_last) OVER w AS prev_last
+      lag(b) OVER w AS prev_b, lag(e_last) OVER w AS prev_last,
+      lead(ts_first) OVER w AS next_first
     FROM g0
     WINDOW w AS (PARTITION BY host, gpu_uuid, mig_instance ORDER BY b)
   )"""
@@ -345,8 +403,15 @@ def build_sql(
     where: Mapping[str, str] | None,
     bounded: tuple[bool, bool],
     cache: _CachePlan | None = None,
+    *,
+    fine_is_step: bool = True,
+    max_gap: bool = False,
 ) -> tuple[str, int]:
     """The query and how many `where` parameters it binds ($w0, $w1, ...).
+
+    Raw GPU rows are aggregated per fine bucket (`$fine_ns`; `fine_is_step` when that is the
+    step), the coverage rule runs there, and `$fine_k` fine buckets make a step. `max_gap`: the
+    cap is the `$max_gap_ns` parameter instead of twice the sampling interval.
 
     With `cache`, the buckets inside its ranges come from the cache files (re-aggregated from
     60 s partial aggregates) and only the rest from raw rows; everything after the per-bucket
@@ -377,14 +442,18 @@ def build_sql(
     parts: dict[str, str] = {}
     for part in _PARTS:
         gpu = part is _GPU
-        parts[part.name] = _raw_sql(part, " AND ".join(gpu_filters) if gpu else span)
+        if gpu:
+            cap = "$max_gap_ns" if max_gap else "NULL"
+            parts[part.name] = _raw_gpu_sql(" AND ".join(gpu_filters), fine_is_step, cap)
+        else:
+            parts[part.name] = _raw_sql(part, span)
         if cache is not None:
             cached = cache.sql(part, " AND ".join(cached_gpu_filters) if gpu else "true")
             parts[part.name] += f"\n  UNION ALL BY NAME\n{cached}"
     sql = f"""
 WITH g0 AS ({parts[_GPU.name]}
 ),
-g AS ({_energy_sql()}
+g AS ({_series_sql()}
 ),
 p0 AS ({parts[_PROCESS.name]}
 ),
@@ -418,8 +487,13 @@ def gpu_intervals(
     *,
     use_cache: bool = True,
     cache_stats: CacheStats | None = None,
+    max_gap_s: float | None = None,
 ) -> pa.Table:
     """The interval frame of the GPU entities in `store` over [start_ns, end_ns).
+
+    `covered_s` and `no_data_s` follow the coverage rule (store/coverage.py): each reading
+    covers the time until the next reading of its GPU, capped at `max_gap_s` (default: twice
+    the sampling interval); a lone snapshot covers nothing.
 
     Intervals are aligned to the epoch (`start_ns` = a multiple of the step). ValueError for a
     step that is not positive or a `where` key that is not a filterable label.
@@ -433,14 +507,24 @@ def gpu_intervals(
     step_ns = round(step_s * 1e9)
     if step_ns <= 0:
         raise ValueError(f"step_s must be positive, got {step_s!r}")
+    if max_gap_s is not None and not max_gap_s > 0:
+        raise ValueError(f"max_gap_s must be positive, got {max_gap_s!r}")
     stats = cache_stats if cache_stats is not None else CacheStats()
-    plan = (
+    plan = (  # the cache is written with the derived cap: a configured one reads raw rows
         _plan_cache(store, step_ns, start_ns, end_ns, stats)
-        if use_cache and isinstance(store, Store)
+        if use_cache and max_gap_s is None and isinstance(store, Store)
         else None
     )
-    sql, _n = build_sql(where, (start_ns is not None, end_ns is not None))
+    fine_ns = math.gcd(step_ns, _FINE_NS)
+    fine_is_step, max_gap = fine_ns == step_ns, max_gap_s is not None
+    bounded = (start_ns is not None, end_ns is not None)
+    sql, _n = build_sql(where, bounded, fine_is_step=fine_is_step, max_gap=max_gap)
     params: dict[str, object] = {"step_ns": step_ns, "step_s": float(step_s)}
+    params["fine_ns"] = fine_ns
+    if fine_ns != step_ns:
+        params["fine_k"] = step_ns // fine_ns
+    if max_gap_s is not None:
+        params["max_gap_ns"] = round(max_gap_s * 1e9)
     if start_ns is not None:
         params["start_ns"] = int(start_ns)
         params["start_date"] = _day(start_ns)
@@ -450,7 +534,7 @@ def gpu_intervals(
     for i, (_key, value) in enumerate(sorted((where or {}).items())):
         params[f"w{i}"] = str(value)
     if plan is not None:
-        cached_sql, _n = build_sql(where, (start_ns is not None, end_ns is not None), plan)
+        cached_sql, _n = build_sql(where, bounded, plan, fine_is_step=fine_is_step, max_gap=max_gap)
         try:
             result = store.query(cached_sql, params)
         except StoreError as exc:  # a cache file damaged or replaced under the query
@@ -476,7 +560,8 @@ CACHE_ROW_GROUP = 32_768
 
 
 def _fine_sql() -> str:
-    """One day's partial aggregates per 60 s bucket `fb`, tagged by `part` (no order)."""
+    """One day's partial aggregates per 60 s bucket `fb`, tagged by `part` (no order); the GPU
+    part's rows carry the coverage rule's columns."""
     span = (
         "ts >= make_timestamp_ns($start_ns) AND ts < make_timestamp_ns($end_ns) "
         "AND date = $day::DATE"
@@ -491,6 +576,8 @@ def _fine_sql() -> str:
   FROM {part.table}
   WHERE {part.where} AND {span}
   GROUP BY {keys}, fb""")
+        if part is _GPU:
+            selects[-1] = coverage_sql(f"({selects[-1]})", part.keys)
     return "\nUNION ALL BY NAME".join(selects) + "\n"
 
 
@@ -501,7 +588,7 @@ def _coarse_sql(level_s: int) -> str:
     selects = []
     for part in _PARTS:
         keys = ", ".join(part.keys)
-        aggs = ",\n    ".join(_agg_merged(a, final=False) for a in part.aggs)
+        aggs = ",\n    ".join(_agg_merged(a, final=False) for a in part.merged)
         selects.append(f"""
   SELECT '{part.name}' AS part, {level_s}::BIGINT AS lvl, fb // {k} AS fb, {keys},
     {aggs}
@@ -567,17 +654,20 @@ class _CachePlan:
         """`part`'s per-bucket aggregates (bucket `b`) from the cache rows of its level."""
         keys = ", ".join(part.keys)
         if self._one_row:
-            aggs = ",\n    ".join(_agg_one_row(a) for a in part.aggs)
+            aggs = ",\n    ".join(_agg_one_row(a) for a in part.merged)
             return f"""
   SELECT {keys}, fb AS b,
     {aggs}
   FROM {self._scan(part.name)} AND {filters}"""
         k = self.step_ns // (self.level_s * 1_000_000_000)
-        aggs = ",\n    ".join(_agg_merged(a, final=True) for a in part.aggs)
+        aggs = ",\n    ".join(_agg_merged(a, final=True) for a in part.merged)
+        source = f"{self._scan(part.name)} AND {filters}"
+        if part.derived:
+            source = f"({close_inner_tails(f'(SELECT * FROM {source})', part.keys, str(k))})"
         return f"""
   SELECT {keys}, fb // {k} AS b,
     {aggs}
-  FROM {self._scan(part.name)} AND {filters}
+  FROM {source}
   GROUP BY {keys}, b"""
 
 

@@ -15,6 +15,7 @@ from gpulens.findings.runs import qualifying, runs
 from .helpers import IDLE, frame, series
 
 ALL = {
+    "snapshot_state",
     "idle_allocated", "hollow_busy", "memory_bound", "input_bound", "comm_bound", "straggler",
     "low_tensor_use", "throttled", "memory_leak", "overprovisioned", "engine_migration",
     "baseline_regression", "unfair_share",

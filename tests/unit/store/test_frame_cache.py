@@ -39,7 +39,8 @@ def _build(simulate: Simulate, root: Path) -> None:
     readings = []
     for i, ts in enumerate(range(START, END, 30 * NS)):
         values = {"gpu_util_ratio": (i % 7) / 7, "sm_active_ratio": (i % 5) / 5,
-                  "memory_used_bytes": 4e9 + i * 1e6}  # fmt: skip
+                  "memory_used_bytes": 4e9 + i * 1e6, "ecc_dbe_volatile_total": i // 500,
+                  "xid_last": 79.0 if i % 400 == 0 else 0.0}  # fmt: skip
         readings += [
             Reading(Kind.GPU, ts, mig, values),
             Reading(

@@ -17,9 +17,11 @@ import orjson
 
 from gpulens.analyze.waste import HEADROOM_NOTE
 from gpulens.app.analysis import ReportView
+from gpulens.app.gpus import SNAPSHOT_NOTE
 from gpulens.findings.model import Evidence, Finding
 from gpulens.numbers import is_nan
 from gpulens.present import format as human
+from gpulens.present.names import gpu_names
 from gpulens.present.reports.markup import html_table, md_table, num, page_css
 
 SCHEMA_VERSION = 2  # 2: headroom split from waste (docs/report.md)
@@ -47,16 +49,33 @@ def _window(view: ReportView) -> str:
     return f"{_ts(view.totals.get('start_ns'))} to {_ts(view.totals.get('end_ns'))}"
 
 
+def _gb(n_bytes: float | None) -> str:
+    return "-" if n_bytes is None else num(n_bytes / 1e9)
+
+
+def _gpu_count(t: dict[str, Any]) -> str:
+    n, mig = t.get("gpus"), t.get("mig_instances") or 0
+    return f"{n if n is not None else '-'}" + (f" ({mig} MIG instances)" if mig else "")
+
+
+def _gpu_hours(view: ReportView) -> str:
+    if SNAPSHOT_NOTE in view.notes:
+        return "- (snapshot: no duration, no GPU-hours or cost)"
+    return num(view.totals.get("gpu_hours"))
+
+
 def _headline(view: ReportView) -> list[tuple[str, str]]:
     t = view.totals
     return [
         ("window", _window(view)),
-        ("GPUs", str(t.get("gpus", "-"))),
+        ("GPUs", _gpu_count(t)),
+        ("GPU-hours", _gpu_hours(view)),
         ("allocated GPU-hours", num(t.get("allocated_gpu_hours"))),
         ("useful GPU-hours", num(t.get("useful_gpu_hours"))),
         ("wasted GPU-hours", num(t.get("wasted_gpu_hours"))),
         ("headroom GPU-hours", num(t.get("headroom_gpu_hours"))),
         ("unmeasured GPU-hours", num(t.get("unmeasured_gpu_hours"))),
+        ("no-data GPU-hours", num(t.get("no_data_gpu_hours"))),
         ("duty cycle (nvidia-smi)", _pct(t.get("mean_duty"))),
         ("SM activity", _pct(t.get("mean_sm_active"))),
         ("tensor activity", _pct(t.get("mean_tensor_active"))),
@@ -108,14 +127,19 @@ MAX_GPU_ROWS = 24
 MAX_FINDINGS = 20
 
 
-def _gpu_name(g: dict[str, Any]) -> tuple[str, str]:
-    """(host, GPU) as a person reads them: the index where known, else a short UUID."""
+def _gpu_name(g: dict[str, Any], gpus: list[dict[str, Any]]) -> tuple[str, str]:
+    """(host, GPU) as a person reads them, unambiguous among `gpus` (present/names.py)."""
     host = str(g.get("host") or "-")
-    index = g.get("gpu_index")
-    if index is None:
-        uuid = str(g.get("gpu_uuid") or "-")
-        index = uuid[:12]
-    return host, str(index)
+    name = _names(gpus).get(_gpu_id(g), str(g.get("gpu_uuid") or "-"))
+    return host, name.removeprefix(f"{host}/")
+
+
+def _gpu_id(g: dict[str, Any]) -> tuple[str, str]:
+    return (str(g.get("host")), str(g.get("gpu_uuid")))
+
+
+def _names(gpus: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    return dict(zip((_gpu_id(g) for g in gpus), gpu_names(gpus), strict=True))
 
 
 def _shown_gpus(view: ReportView) -> tuple[list[dict[str, Any]], int]:
@@ -205,7 +229,7 @@ def to_json(view: ReportView) -> str:
         "totals": view.totals,
         "states": view.states,
         "waste_by_cause": view.waste_by_cause,
-        "gpus": view.gpus,
+        "gpus": [{**g, "name": n} for g, n in zip(view.gpus, gpu_names(view.gpus), strict=True)],
         "top_users": view.top_users,
         "top_jobs": view.top_jobs,
         "engines": view.engines,
@@ -304,12 +328,12 @@ def to_markdown(view: ReportView) -> str:
         ["host", "GPU", "model", "duty", "SM", "tensor", "memory peak GB", "kWh", "wasted GPU-h"],
         [
             [
-                *_gpu_name(g),
+                *_gpu_name(g, view.gpus),
                 str(g.get("gpu_model")),
                 _pct(g.get("mean_duty")),
                 _pct(g.get("mean_sm_active")),
                 _pct(g.get("mean_tensor_active")),
-                num((g.get("memory_used_bytes_max") or 0) / 1e9),
+                _gb(g.get("memory_used_bytes_max")),
                 num(g.get("energy_kwh")),
                 num(g.get("wasted_gpu_hours")),
             ]
@@ -393,11 +417,13 @@ def to_terminal(view: ReportView) -> str:
     width = max(len(k) for k, _ in _headline(view))
     lines += [f"{k:<{width}}  {v}" for k, v in _headline(view)] + [""]
     shown, hidden = _shown_gpus(view)
-    lines.append("Per GPU                   duty                  SM                    tensor")
+    lines.append(
+        "Per GPU                            duty                  SM                    tensor"
+    )
     for g in shown:
-        host, gpu = _gpu_name(g)
+        host, gpu = _gpu_name(g, view.gpus)
         lines.append(
-            f"{host[:12]:<12} {gpu:>12}  "
+            f"{host[:12]:<12} {gpu[:20]:<20}  "
             f"{_bar(g.get('mean_duty'))}  {_bar(g.get('mean_sm_active'))}  "
             f"{_bar(g.get('mean_tensor_active'))}"
         )
@@ -447,7 +473,7 @@ _CSS = page_css(72)
 _COLORS = {"duty": "#9aa5b1", "sm": "#2f7ed8", "tensor": "#1b9e5a"}
 
 
-def _svg_bars(gpus: list[dict[str, Any]]) -> str:
+def _svg_bars(gpus: list[dict[str, Any]], every: list[dict[str, Any]]) -> str:
     """Per-GPU grouped bars (duty cycle, SM activity, tensor activity) as inline SVG."""
     row_h, bar_h, label_w, scale = 34, 9, 150, 420
     height = row_h * len(gpus) + 10
@@ -457,7 +483,7 @@ def _svg_bars(gpus: list[dict[str, Any]]) -> str:
     ]
     for i, g in enumerate(gpus):
         y = 5 + i * row_h
-        label = html.escape(" / ".join(_gpu_name(g)))
+        label = html.escape(" / ".join(_gpu_name(g, every)))
         parts.append(f'<text x="0" y="{y + 16}" font-size="12">{label}</text>')
         for j, (key, col) in enumerate(
             (("mean_duty", "duty"), ("mean_sm_active", "sm"), ("mean_tensor_active", "tensor"))
@@ -483,7 +509,7 @@ def to_html(view: ReportView) -> str:
         '<p class="legend">'
         + "".join(f'<span style="background:{c}"></span>{n}' for n, c in _COLORS.items())
         + "</p>",
-        _svg_bars(_shown_gpus(view)[0]),
+        _svg_bars(_shown_gpus(view)[0], view.gpus),
     ]
     if view.jobs:
         out += [
