@@ -19,6 +19,14 @@ import httpx
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
+#: a name the browser resolves to 127.0.0.1, as a DNS rebinding attacker's name would
+REBOUND_HOST = "rebind.attacker.example"
+#: Chromium's own block on public pages reaching loopback, turned off: other browsers (Firefox,
+#: Safari) have none, so the agent must refuse such requests by itself, and the tests show it
+PRIVATE_NETWORK_ACCESS = (
+    "BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights,"
+    "PrivateNetworkAccessRespectPreflightResults,LocalNetworkAccessChecks"
+)
 DEMO_SECONDS = 1800
 STARTUP_TIMEOUT_S = 180.0
 
@@ -108,6 +116,21 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
 
 
 @pytest.fixture(scope="session")
+def rebound_host() -> str:
+    """A name the browser resolves to 127.0.0.1 (`--host-resolver-rules`), as a DNS
+    rebinding attacker's own name would."""
+    return REBOUND_HOST
+
+
+@pytest.fixture(scope="session")
+def step_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small PyTorch profiler trace file."""
+    path = tmp_path_factory.mktemp("trace") / "step.json"
+    _trace(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where screenshots go: $GPULENS_ARTIFACTS when set, else pytest's temporary directory."""
     override = os.environ.get("GPULENS_ARTIFACTS")
@@ -124,7 +147,13 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as pw:
         chrome = pw.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox"], headless=True
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                f"--host-resolver-rules=MAP {REBOUND_HOST} 127.0.0.1",
+                f"--disable-features={PRIVATE_NETWORK_ACCESS}",
+            ],
+            headless=True,
         )
         try:
             yield chrome
