@@ -216,6 +216,12 @@ def _iter_csv(
 def _header(line: bytes, parse: pacsv.ParseOptions, source: str, wanted: list[str]) -> list[str]:
     """The column names of a CSV header line."""
     try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CsvImportError(
+            source, f"the header line is not UTF-8 text (byte {exc.start}: {line[:60]!r})"
+        ) from None
+    try:
         read = pacsv.ReadOptions(use_threads=False)
         table = pacsv.read_csv(pa.py_buffer(line), read_options=read, parse_options=parse)
     except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:
