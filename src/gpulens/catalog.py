@@ -779,6 +779,18 @@ def _s(name: str, type_: MetricType, unit: str, help: str) -> Metric:
 
 # gpulens' own health, written as host readings labelled source="gpulens" (and collector=...).
 SELF_METRICS: tuple[Metric, ...] = (
+    _s("gpulens_collector_up", "gauge", "bool",
+       "1 when the collector's last run succeeded, else 0 (failed, timed out, still running)."),
+    _s("gpulens_collector_last_success_timestamp_seconds", "gauge", "s",
+       "When the collector's last successful run was (Unix time)."),
+    _s("gpulens_collector_endpoint_up", "gauge", "bool",
+       "Per endpoint of a collector that reads several (a dcgm-exporter URL): 1 when its last "
+       "scrape succeeded."),
+    _s("gpulens_collector_endpoint_errors_total", "counter", "count",
+       "Per endpoint: failed scrapes (down, refused, past the deadline or byte limit, not an "
+       "exposition)."),
+    _s("gpulens_collector_endpoint_last_success_timestamp_seconds", "gauge", "s",
+       "Per endpoint: when its last good scrape was taken (Unix time)."),
     _s("gpulens_collector_duration_seconds", "gauge", "s", "Wall time of the last run."),
     _s("gpulens_collector_readings", "gauge", "readings", "Readings the last run gave."),
     _s("gpulens_collector_readings_total", "counter", "readings", "Readings the collector gave."),
@@ -801,6 +813,9 @@ SELF_METRICS: tuple[Metric, ...] = (
        "Rows dropped because the buffer overflowed while flushes kept failing."),
     _s("gpulens_store_rejected_rows_total", "counter", "rows", "Rows rejected as malformed."),
     _s("gpulens_store_buffered_rows", "gauge", "rows", "Rows waiting for the next flush."),
+    _s("gpulens_store_max_buffered_rows", "gauge", "rows",
+       "The buffer's bound while flushes fail (store.max_buffered_rows): beyond it the oldest "
+       "rows are dropped."),
     _s("gpulens_store_last_flush_seconds", "gauge", "s", "Duration of the last flush."),
 )  # fmt: skip
 

@@ -104,6 +104,16 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=86400.0 * 7,
     ),
     Setting(
+        "store.max_buffered_rows",
+        int,
+        200_000,
+        "Most readings kept in memory while flushes fail (disk full, read-only): about 1.5 "
+        "hours of an 8-GPU node at 1 s, roughly 1 kB of memory each. Beyond it the oldest are "
+        "dropped and counted; the rest are written when the disk takes writes again.",
+        minimum=1000,
+        maximum=100_000_000,
+    ),
+    Setting(
         "simulated.hosts",
         int,
         3,
@@ -147,9 +157,18 @@ SETTINGS: tuple[Setting, ...] = (
         "dcgm.timeout_seconds",
         float,
         2.0,
-        "Timeout of one dcgm-exporter request.",
+        "Deadline of one dcgm-exporter request, from the connect to the last byte of the page.",
         minimum=0.1,
         maximum=60.0,
+    ),
+    Setting(
+        "dcgm.max_page_bytes",
+        int,
+        8 * 1024 * 1024,
+        "Largest dcgm-exporter page read (a real one is a few kB per GPU); a larger page is "
+        "cut off and counted as a failed scrape.",
+        minimum=1024,
+        maximum=1024**3,
     ),
     Setting(
         "agent.listen",

@@ -3,7 +3,9 @@
 Collectors → store (as `record`), with every tick also feeding a `LiveState`; a background pass
 runs the findings rules over the recent history every `agent.findings_every_seconds`; and one
 HTTP port serves Prometheus `/metrics`, the web dashboard and its JSON API. SIGTERM or SIGINT
-stops the server, then the recorder, which flushes its buffer before the process exits.
+stops the server, then the recorder, which flushes its buffer before the process exits; the
+whole shutdown takes at most `SHUTDOWN_S` seconds whatever the sources are doing (collectors
+run in daemon threads that are abandoned, not waited for).
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
     from gpulens.app.analysis import ReportView
 
 NS = 1_000_000_000
+#: the bound on the shutdown after SIGTERM or SIGINT: the server, the recorder and its flush
+SHUTDOWN_S = 5.0
+#: of which this much is left for the interpreter to exit after the background work stopped
+EXIT_MARGIN_S = 0.5
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -142,13 +148,7 @@ class Agent:
                 "without a token: set agent.token (or GPULENS_AGENT_TOKEN), or listen on "
                 "127.0.0.1"
             )
-        try:  # fail now, in one line, rather than at every flush
-            cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"the data directory {str(cfg.data_dir)!r} cannot be created "
-                f"({exc.strerror or exc}): choose another with --data-dir or data_dir"
-            ) from None
+        session.ensure_writable(cfg.data_dir)  # fail now, in one line, not at every flush
         ctx = self.context = context_from_config(cfg)
         self.live = ctx.live = LiveState(
             state_window_s=cfg.get("agent.state_window_seconds"),
@@ -176,6 +176,8 @@ class Agent:
     # -- the background work -------------------------------------------------------------------
     def _on_tick(self, tick: TickResult) -> None:
         self.live.on_tick(tick)
+        if self._writer is not None:  # flush errors and the buffer show in /metrics at once
+            self.live.set_store_stats(_fields(self._writer.stats()))
         self._ticks += 1
         if self._ticks % self._refresh_every == 1 or self._refresh_every == 1:
             try:
@@ -198,6 +200,7 @@ class Agent:
                 stop=self.stop,
                 maintenance=True,
                 on_start=self._on_start,
+                warn=self._warn,
             )
         except Exception as exc:  # the agent cannot do its job: stop serving and say why
             self.failure = f"{type(exc).__name__}: {exc}"
@@ -236,6 +239,11 @@ class Agent:
             **ctx.analysis,
         )
 
+    def _warn(self, message: str) -> None:
+        """A store failure (or recovery): logged at once and kept for the dashboard."""
+        session.log.warning(message)
+        self._note(message)
+
     def _note(self, message: str) -> None:
         self.errors = [*self.errors[-19:], f"{time.strftime('%H:%M:%S')} {message}"]
 
@@ -250,20 +258,32 @@ class Agent:
             thread.start()
             self._threads.append(thread)
 
-    def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Stop the background work; the recorder flushes its buffer before it returns."""
+    def shutdown(self, timeout_s: float = SHUTDOWN_S) -> bool:
+        """Stop the background work within `timeout_s`: the recorder flushes its buffer, a
+        findings pass still running is abandoned. False when the recorder did not finish in
+        time (its last readings may not be stored)."""
         self.stop.set()
+        deadline = time.monotonic() + timeout_s
         for thread in self._threads:
-            thread.join(timeout_s)
-        self.context.close()
+            thread.join(max(0.0, deadline - time.monotonic()))
+        recorded = not any(t.is_alive() and t.name == "gpulens-record" for t in self._threads)
+        if not any(t.is_alive() for t in self._threads):
+            self.context.close()  # a findings pass still running holds the store: leave it
         self.live.close()
+        return recorded
 
     def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Run until SIGTERM or SIGINT: background work plus the HTTP server on one port."""
         app = self._web(self.context)
         sock = self._bind()
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-        server = self._server = _Server(config)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,  # an open request does not hold up the shutdown
+        )
+        server = self._server = _Server(config, on_stop=self.stop.set)
         self.start_background()
         if on_ready is not None:
             ready = threading.Thread(
@@ -277,7 +297,15 @@ class Agent:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             sock.close()
-            self.shutdown()
+            since = server.stop_requested or time.monotonic()
+            left = SHUTDOWN_S - EXIT_MARGIN_S - (time.monotonic() - since)
+            recorded = self.shutdown(max(EXIT_MARGIN_S, left))
+        if not recorded:
+            raise CollectError(
+                f"the recorder did not stop within {SHUTDOWN_S:g} s, so the readings buffered "
+                f"since the last flush may not be stored in {str(self.cfg.data_dir)!r}; check "
+                "that the data directory's disk answers"
+            )
         if self.failure is not None:
             raise CollectError(
                 f"the agent stopped because its recorder failed ({self.failure}); check the "
@@ -309,7 +337,13 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class _Server(uvicorn.Server):
     """uvicorn's server with our signal handling: the first SIGTERM or SIGINT stops it
     gracefully, a second one at once; the process then exits normally (uvicorn's own handlers
-    re-raise the signal after shutdown, which would kill the process before the flush)."""
+    re-raise the signal after shutdown, which would kill the process before the flush).
+    `on_stop` is called at the first signal, so the recorder stops while the server does."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_stop = on_stop
+        self.stop_requested: float | None = None  # time.monotonic() of the first signal
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -318,7 +352,10 @@ class _Server(uvicorn.Server):
     def stop_on(self, signum: int, frame: FrameType | None) -> None:
         if self.should_exit:
             self.force_exit = True
+        if self.stop_requested is None:
+            self.stop_requested = time.monotonic()
         self.should_exit = True
+        self.on_stop()
 
 
 def _fields(stats: WriterStats) -> dict[str, float]:

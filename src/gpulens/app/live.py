@@ -24,6 +24,7 @@ from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.efficiency import Thresholds
 from gpulens.analyze.prices import Prices
 from gpulens.analyze.schema import IDENTITY_COLUMNS
+from gpulens.collect.base import EndpointHealth
 from gpulens.findings.engine import build_context
 from gpulens.findings.model import Finding
 from gpulens.model import HOLDER_LABELS, Kind, Reading
@@ -80,7 +81,7 @@ class ProcessNow:
 
 @dataclass(frozen=True, slots=True)
 class CollectorHealth:
-    """One collector's health since the agent started."""
+    """One collector's health since the agent started, with its endpoints' (dcgm URLs)."""
 
     name: str
     last_status: str
@@ -88,6 +89,8 @@ class CollectorHealth:
     errors_total: int
     timeouts_total: int
     last_error: str | None
+    last_success_ns: int | None = None
+    endpoints: tuple[EndpointHealth, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +289,8 @@ class LiveState:
                             s.errors_total,
                             s.timeouts_total,
                             s.last_error,
+                            s.last_success_ns,
+                            s.endpoints,
                         )
                     )
             lag = None

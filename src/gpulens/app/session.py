@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -22,12 +24,14 @@ from gpulens.collect.procs.attribution import ProcAttribution
 from gpulens.collect.procs.identity import ProcessIdentity
 from gpulens.collect.simulated import SimulatedFleet
 from gpulens.config import Config
-from gpulens.errors import ConfigError, SourceUnavailable
+from gpulens.errors import ConfigError, SourceUnavailable, StoreError
 from gpulens.findings.context import FindingThresholds
 from gpulens.model import Kind, Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import MaintenanceThread, SegmentWriter, Store, WriterStats, maintain
+
+log = logging.getLogger("gpulens")
 
 #: how long a simulated fleet started live (record, agent, top) has already been running
 SIMULATED_HISTORY_NS = 15 * 60 * 1_000_000_000
@@ -134,7 +138,12 @@ def build_collectors(cfg: Config, clock: Clock) -> list[Collector]:
                     'e.g. urls = ["http://127.0.0.1:9400/metrics"] under [dcgm]'
                 )
             collectors.append(
-                DcgmExporterCollector(urls, timeout_s=cfg.get("dcgm.timeout_seconds"), clock=clock)
+                DcgmExporterCollector(
+                    urls,
+                    timeout_s=cfg.get("dcgm.timeout_seconds"),
+                    max_page_bytes=cfg.get("dcgm.max_page_bytes"),
+                    clock=clock,
+                )
             )
         elif name == "host":
 
@@ -165,6 +174,7 @@ def record(
     inline: bool = False,
     maintenance: bool = False,
     on_start: Callable[[Scheduler, SegmentWriter], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> RecordResult:
     """Run `collectors` into the store at `cfg.data_dir` for `duration_s` (None: until `stop`).
 
@@ -172,9 +182,23 @@ def record(
     simulated time, where nothing can block. `maintenance=True` compacts and applies retention
     in a background thread while recording (wall-clock time: for real recordings).
     `on_start(scheduler, writer)` is called before the first tick (the agent watches both).
+    `warn` is told, in one line, when flushes start failing, at most once a minute while they
+    fail, and when they work again (default: the `gpulens` logger's warnings, on stderr).
+    Raises ConfigError or StoreError before the first tick when the data directory cannot be
+    written.
     """
+    try:
+        ensure_writable(cfg.data_dir)
+    except Exception:
+        for c in collectors:
+            c.close()
+        raise
     writer = SegmentWriter(
-        cfg.data_dir, cfg.host, flush_seconds=cfg.get("store.flush_seconds"), clock=clock
+        cfg.data_dir,
+        cfg.host,
+        flush_seconds=cfg.get("store.flush_seconds"),
+        clock=clock,
+        max_buffer_rows=cfg.get("store.max_buffered_rows"),
     )
     scheduler = Scheduler(
         collectors,
@@ -184,6 +208,7 @@ def record(
         timeout_s=None if inline else cfg.get("collect.timeout_seconds"),
         rates=RateStage(),
         self_stats_host=cfg.host,
+        warn=warn if warn is not None else log.warning,
     )
     result = RecordResult()
 
@@ -222,6 +247,28 @@ def record(
         for name, stats in scheduler.stats.collectors.items()
     }
     return result
+
+
+def ensure_writable(data_dir: Path) -> None:
+    """Create `data_dir` if needed and check that a file can be written in it: ConfigError
+    when it cannot be created, StoreError when it cannot be written, each naming it."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"the data directory {str(data_dir)!r} cannot be created ({exc.strerror or exc}): "
+            "choose another with --data-dir or data_dir"
+        ) from None
+    try:
+        with tempfile.TemporaryFile(dir=data_dir, prefix=".gpulens-write-check-") as probe:
+            probe.write(b"gpulens")
+            probe.flush()
+    except OSError as exc:
+        raise StoreError(
+            f"the data directory {str(data_dir)!r} cannot be written ({exc.strerror or exc}): "
+            "fix its permissions or free space on its disk, or choose another with --data-dir "
+            "or data_dir"
+        ) from None
 
 
 def tidy_store(cfg: Config, compact_min_age_seconds: float | None = None) -> None:

@@ -1,8 +1,10 @@
-"""The Collector protocol every source implements, and the registry of collector names."""
+"""The Collector protocol every source implements, and the health a multi-endpoint source
+reports per endpoint."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from gpulens.model import Reading
@@ -21,3 +23,23 @@ class Collector(Protocol):
     def collect(self, now_ns: int) -> Iterable[Reading]: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointHealth:
+    """One endpoint of a collector that reads several (a dcgm-exporter URL): `up` is whether
+    its last attempt succeeded (None before the first), `errors_total` its failed attempts,
+    `last_success_ns` when the last good one was taken (UTC ns), `last_error` its message."""
+
+    endpoint: str
+    up: bool | None
+    errors_total: int
+    last_success_ns: int | None
+    last_error: str | None
+
+
+@runtime_checkable
+class HasEndpoints(Protocol):
+    """A collector that reports the health of each of its endpoints."""
+
+    def endpoint_health(self) -> Sequence[EndpointHealth]: ...

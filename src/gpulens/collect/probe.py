@@ -1,12 +1,21 @@
-"""Probes every source once and says whether it works here, and if not why and what to do."""
+"""Probes every source once and says whether it works here, and if not why and what to do.
+
+Each check runs under a deadline (`probe_all`'s `deadline_s`): a source that does not answer
+in time is reported as not working, and the check is left behind in a daemon thread.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+#: how long one check of `probe_all` may take
+CHECK_DEADLINE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +112,11 @@ def probe_nvidia_smi(binary: str = "nvidia-smi") -> SourceStatus:
     return SourceStatus("nvidia_smi", True, f"found at {path} (fallback when NVML cannot load)")
 
 
-def probe_dcgm(urls: Sequence[str], timeout_s: float = 2.0) -> SourceStatus:
+def probe_dcgm(
+    urls: Sequence[str], timeout_s: float = 2.0, max_page_bytes: int | None = None
+) -> SourceStatus:
+    """Works when every URL serves, within `timeout_s` and `max_page_bytes`, a page that parses
+    as exposition text with GPU series."""
     if not urls:
         return SourceStatus(
             "dcgm",
@@ -113,21 +126,44 @@ def probe_dcgm(urls: Sequence[str], timeout_s: float = 2.0) -> SourceStatus:
         )
     import httpx
 
-    failures = []
-    for url in urls:
-        try:
-            response = httpx.get(url, timeout=timeout_s)
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
-            failures.append(f"{url}: {type(exc).__name__}: {exc}")
+    from gpulens.collect.dcgm.parse import parse_exposition
+    from gpulens.collect.dcgm.scrape import MAX_PAGE_BYTES, get_page
+    from gpulens.errors import GpulensError
+    from gpulens.model import Kind
+
+    limit = MAX_PAGE_BYTES if max_page_bytes is None else max_page_bytes
+    failures, found = [], []
+    with httpx.Client(follow_redirects=True) as client:
+        for url in urls:
+            try:
+                page = get_page(client, url, timeout_s, limit)
+                gpus = {
+                    (r.labels.get("host"), r.labels.get("gpu_uuid"))
+                    for r in parse_exposition(page, url, time.time_ns()).readings
+                    if r.kind is Kind.GPU
+                }
+            except httpx.HTTPError as exc:
+                failures.append(f"{url}: {type(exc).__name__}: {exc}")
+                continue
+            except GpulensError as exc:
+                failures.append(str(exc))
+                continue
+            if not gpus:
+                failures.append(
+                    f"{url}: answers, but its page has no GPU series (DCGM_FI_*): is it "
+                    "dcgm-exporter's /metrics?"
+                )
+                continue
+            found.append(f"{url}: {len(gpus)} GPU(s)")
     if failures:
         return SourceStatus(
             "dcgm",
             False,
             "; ".join(failures),
-            "check that dcgm-exporter is running and reachable from here",
+            "check that dcgm-exporter is running, reachable from here and serving its "
+            "/metrics page at that URL",
         )
-    return SourceStatus("dcgm", True, f"{len(urls)} endpoint(s) answer")
+    return SourceStatus("dcgm", True, "; ".join(found))
 
 
 def probe_host() -> SourceStatus:
@@ -155,15 +191,58 @@ def probe_attribution(proc_root: Path = Path("/proc")) -> SourceStatus:
     )
 
 
-def probe_all(
-    dcgm_urls: Sequence[str] = (), nvidia_smi_binary: str = "nvidia-smi"
+def within(
+    name: str, deadline_s: float, check: Callable[[], list[SourceStatus]]
 ) -> list[SourceStatus]:
-    """Every source gpulens has, in the order `doctor` shows them."""
+    """`check()`'s statuses, or one saying that `name` gave no answer within `deadline_s` (the
+    check goes on in a daemon thread, which does not keep the process alive)."""
+    done: list[list[SourceStatus]] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(check())
+        except Exception as exc:  # a check that breaks is a finding, not a crash of doctor
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name=f"gpulens-probe-{name}", daemon=True)
+    thread.start()
+    thread.join(deadline_s)
+    if done:
+        return done[0]
+    if failed:
+        exc = failed[0]
+        return [SourceStatus(name, False, f"the check failed: {type(exc).__name__}: {exc}")]
     return [
-        probe_simulated(),
-        *probe_nvml(),
-        probe_nvidia_smi(nvidia_smi_binary),
-        probe_dcgm(dcgm_urls),
-        probe_host(),
-        probe_attribution(),
+        SourceStatus(
+            name,
+            False,
+            f"no answer within {deadline_s:g} s",
+            "the source hangs: check it by hand (for dcgm, curl its URL)",
+        )
+    ]
+
+
+def probe_all(
+    dcgm_urls: Sequence[str] = (),
+    nvidia_smi_binary: str = "nvidia-smi",
+    *,
+    dcgm_timeout_s: float = 2.0,
+    max_page_bytes: int | None = None,
+    deadline_s: float = CHECK_DEADLINE_S,
+) -> list[SourceStatus]:
+    """Every source gpulens has, in the order `doctor` shows them, each check within
+    `deadline_s` (the dcgm check within `dcgm_timeout_s` per URL, as the collector)."""
+    dcgm_deadline = max(deadline_s, dcgm_timeout_s * len(dcgm_urls) + 1.0)
+    return [
+        *within("simulated", deadline_s, lambda: [probe_simulated()]),
+        *within("nvml", deadline_s, probe_nvml),
+        *within("nvidia_smi", deadline_s, lambda: [probe_nvidia_smi(nvidia_smi_binary)]),
+        *within(
+            "dcgm",
+            dcgm_deadline,
+            lambda: [probe_dcgm(dcgm_urls, dcgm_timeout_s, max_page_bytes)],
+        ),
+        *within("host", deadline_s, lambda: [probe_host()]),
+        *within("attribution", deadline_s, lambda: [probe_attribution()]),
     ]

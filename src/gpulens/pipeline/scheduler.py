@@ -4,15 +4,19 @@ Ticks sit on a grid of `interval_s` aligned to the clock (a 1 s interval ticks o
 seconds), and readings carry the tick's grid time, so hosts line up and nothing drifts. A tick
 that overruns skips the grid points it missed instead of bunching up.
 
-With `timeout_s`, collectors run on a thread pool: one that overruns its timeout is reported
-as timed out and its late result is discarded; while it is still running, later ticks skip it
-rather than pile up calls. Without `timeout_s` collectors run inline, in order (the fast path
-used by simulations with a FakeClock). Either way one collector raising never stops the others.
+With `timeout_s`, each collector runs in its own daemon thread, so a slow source cannot delay
+another's tick: one that overruns its timeout is reported as timed out and its late result is
+discarded; while it is still running, later ticks skip it rather than pile up calls (one
+thread per collector, ever). The threads are daemons, so a collector stuck in a call never
+holds up the end of the process. Without `timeout_s` collectors run inline, in order (the fast
+path used by simulations with a FakeClock). Either way one collector raising never stops the
+others.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,11 +25,12 @@ from functools import partial
 from typing import Protocol
 
 from gpulens.clock import Clock
-from gpulens.collect.base import Collector
+from gpulens.collect.base import Collector, HasEndpoints
 from gpulens.errors import ConfigError
 from gpulens.model import Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.selfstats import SelfStats
+from gpulens.pipeline.sinkwatch import SinkWatch
 from gpulens.pipeline.tick import CollectorOutcome as CollectorOutcome
 from gpulens.pipeline.tick import TickResult as TickResult
 from gpulens.units import s_to_ns
@@ -59,7 +64,10 @@ def validate_interval(interval_s: float) -> float:
 
 
 class Scheduler:
-    """Runs collectors every `interval_s` and feeds their readings (with rates) to `sink`."""
+    """Runs collectors every `interval_s` and feeds their readings (with rates) to `sink`.
+
+    `warn`, when given, is told in one line when the sink starts failing, at most once a
+    minute while it fails, and when it recovers (`sinkwatch.SinkWatch`)."""
 
     def __init__(
         self,
@@ -70,6 +78,7 @@ class Scheduler:
         timeout_s: float | None = None,
         rates: RateStage | None = None,
         self_stats_host: str | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.interval_s = validate_interval(interval_s)
         if timeout_s is not None and not 0 < timeout_s <= self.interval_s:
@@ -85,9 +94,15 @@ class Scheduler:
         self.rates = rates
         self.self_stats_host = self_stats_host
         self.stats = SelfStats(self.keys)
+        self.watch = SinkWatch(warn) if warn is not None else None
         self._interval_ns = s_to_ns(self.interval_s)
-        self._pool: cf.ThreadPoolExecutor | None = None
+        self._workers: dict[str, _Worker] = {}
         self._running: dict[str, cf.Future[_Done]] = {}
+        self._endpoints = {
+            key: c
+            for key, c in zip(self.keys, self.collectors, strict=True)
+            if isinstance(c, HasEndpoints)
+        }
 
     # -- one tick -------------------------------------------------------------------------------
     def tick(self, now_ns: int, lag_s: float = 0.0, missed_ticks: int = 0) -> TickResult:
@@ -112,6 +127,10 @@ class Scheduler:
             sink_error = f"{type(exc).__name__}: {exc}"
         result = TickResult(now_ns, lag_s, outcomes, readings, flushed, missed_ticks, sink_error)
         self.stats.record(result)
+        if self.watch is not None:
+            self.watch.update(now_ns, sink_error, self._sink_stats())
+        for key, collector in self._endpoints.items():
+            self.stats.record_endpoints(key, collector.endpoint_health())
         return result
 
     def prime(self, now_ns: int) -> None:
@@ -142,10 +161,6 @@ class Scheduler:
     def _run_pooled(
         self, now_ns: int, timeout_s: float
     ) -> tuple[list[list[Reading]], dict[str, CollectorOutcome]]:
-        if self._pool is None:
-            self._pool = cf.ThreadPoolExecutor(
-                max_workers=max(1, len(self.collectors)), thread_name_prefix="gpulens-collect"
-            )
         outcomes: dict[str, CollectorOutcome] = {}
         submitted: dict[str, cf.Future[_Done]] = {}
         start = time.perf_counter()
@@ -155,8 +170,10 @@ class Scheduler:
                     "skipped", error="still running from an earlier tick"
                 )
                 continue
-            future = self._pool.submit(_collect_timed, collector, now_ns)
-            submitted[key] = future
+            worker = self._workers.get(key)
+            if worker is None:
+                worker = self._workers[key] = _Worker(collector, f"gpulens-collect-{key}")
+            submitted[key] = worker.submit(now_ns)
         cf.wait(submitted.values(), timeout=timeout_s)
         batches: list[list[Reading]] = []
         for name, future in submitted.items():
@@ -221,29 +238,59 @@ class Scheduler:
     def self_readings(self, host: str, ts: int | None = None) -> list[Reading]:
         """SelfStats as HOST readings at `ts` (default: the last tick), plus the sink's
         `stats()` if it has one."""
-        stats = getattr(self.sink, "stats", None)
-        store: dict[str, float] = {}
-        if callable(stats):
-            raw = stats()
-            items = asdict(raw) if is_dataclass(raw) and not isinstance(raw, type) else raw
-            if isinstance(items, dict):
-                store = {k: float(v) for k, v in items.items() if isinstance(v, int | float)}
+        store = self._sink_stats()
         if ts is None:
             last = self.stats.last_tick_ns
             ts = last if last is not None else self.clock.now_ns()
         return self.stats.readings(ts, host, store)
 
+    def _sink_stats(self) -> dict[str, float]:
+        """The sink's `stats()` as numbers by name (empty when it has none)."""
+        stats = getattr(self.sink, "stats", None)
+        if not callable(stats):
+            return {}
+        raw = stats()
+        items = asdict(raw) if is_dataclass(raw) and not isinstance(raw, type) else raw
+        if not isinstance(items, dict):
+            return {}
+        return {k: float(v) for k, v in items.items() if isinstance(v, int | float)}
+
     def close(self) -> None:
-        """Release the worker threads (collectors are closed by whoever made them)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Let the worker threads end (one stuck in a collector ends with the process;
+        collectors are closed by whoever made them)."""
+        for worker in self._workers.values():
+            worker.stop()
+        self._workers = {}
 
     def __enter__(self) -> Scheduler:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Worker:
+    """One daemon thread that runs one collector's calls, one at a time."""
+
+    def __init__(self, collector: Collector, name: str) -> None:
+        self._collector = collector
+        self._jobs: queue.SimpleQueue[tuple[int, cf.Future[_Done]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, now_ns: int) -> cf.Future[_Done]:
+        future: cf.Future[_Done] = cf.Future()
+        self._jobs.put((now_ns, future))
+        return future
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            now_ns, future = job
+            if future.set_running_or_notify_cancel():
+                future.set_result(_collect_timed(self._collector, now_ns))
 
 
 def _collect_timed(collector: Collector, now_ns: int) -> _Done:

@@ -1,18 +1,21 @@
 """The agent's own health: per-collector timings, failures and volume, tick lag, store stats.
 
-`SelfStats.record(tick_result)` folds each tick in; `readings(ts, host)` turns the state into
-Kind.HOST readings labelled `source="gpulens"` (agent-wide values) and additionally
-`collector=<name>` (per-collector values), which the exporter publishes as Prometheus
-self-metrics. The metrics are declared in `gpulens.catalog.SELF_METRICS`.
+`SelfStats.record(tick_result)` folds each tick in, `record_endpoints` the per-endpoint health
+of a collector that reads several (dcgm URLs); `readings(ts, host)` turns the state into
+Kind.HOST readings labelled `source="gpulens"` (agent-wide values), additionally
+`collector=<name>` (per-collector values) and `endpoint=<url>` (per-endpoint values), which
+the exporter publishes as Prometheus self-metrics. The metrics are declared in
+`gpulens.catalog.SELF_METRICS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpulens import catalog
+from gpulens.collect.base import EndpointHealth
 from gpulens.model import Kind, Reading
 
 if TYPE_CHECKING:
@@ -29,6 +32,7 @@ STORE_STAT_METRICS: dict[str, str] = {
     "dropped_rows": "gpulens_store_dropped_rows_total",
     "rejected_rows": "gpulens_store_rejected_rows_total",
     "buffered_rows": "gpulens_store_buffered_rows",
+    "max_buffered_rows": "gpulens_store_max_buffered_rows",
     "last_flush_seconds": "gpulens_store_last_flush_seconds",
 }
 
@@ -46,6 +50,13 @@ class CollectorStats:
     errors_total: int = 0
     timeouts_total: int = 0
     skipped_total: int = 0
+    last_success_ns: int | None = None
+    endpoints: tuple[EndpointHealth, ...] = field(default_factory=tuple)
+
+    @property
+    def up(self) -> bool:
+        """Whether the last run succeeded (a skipped tick keeps the run still going as down)."""
+        return self.last_status == "ok"
 
 
 class SelfStats:
@@ -77,6 +88,8 @@ class SelfStats:
                 stats = self.collectors[name] = CollectorStats(name)
             stats.last_status = outcome.status
             stats.last_error = outcome.error
+            if outcome.status == "ok":
+                stats.last_success_ns = result.ts
             if outcome.status == "skipped":
                 stats.skipped_total += 1
                 continue
@@ -87,6 +100,13 @@ class SelfStats:
                 stats.errors_total += 1
             elif outcome.status == "timeout":
                 stats.timeouts_total += 1
+
+    def record_endpoints(self, collector: str, health: Sequence[EndpointHealth]) -> None:
+        """The current health of each endpoint of `collector`."""
+        stats = self.collectors.get(collector)
+        if stats is None:
+            stats = self.collectors[collector] = CollectorStats(collector)
+        stats.endpoints = tuple(health)
 
     def readings(
         self, ts: int, host: str, store: Mapping[str, float] | None = None
@@ -106,19 +126,29 @@ class SelfStats:
         base = {"host": host, "source": "gpulens"}
         out = [Reading(Kind.HOST, ts, base, agent)]
         for stats in self.collectors.values():
-            out.append(
-                Reading(
-                    Kind.HOST,
-                    ts,
-                    {**base, "collector": stats.name},
-                    {
-                        "gpulens_collector_duration_seconds": stats.last_duration_s,
-                        "gpulens_collector_readings": float(stats.last_readings),
-                        "gpulens_collector_readings_total": float(stats.readings_total),
-                        "gpulens_collector_errors_total": float(stats.errors_total),
-                        "gpulens_collector_timeouts_total": float(stats.timeouts_total),
-                        "gpulens_collector_skipped_total": float(stats.skipped_total),
-                    },
+            values = {
+                "gpulens_collector_up": float(stats.up),
+                "gpulens_collector_duration_seconds": stats.last_duration_s,
+                "gpulens_collector_readings": float(stats.last_readings),
+                "gpulens_collector_readings_total": float(stats.readings_total),
+                "gpulens_collector_errors_total": float(stats.errors_total),
+                "gpulens_collector_timeouts_total": float(stats.timeouts_total),
+                "gpulens_collector_skipped_total": float(stats.skipped_total),
+            }
+            if stats.last_success_ns is not None:
+                values["gpulens_collector_last_success_timestamp_seconds"] = (
+                    stats.last_success_ns / 1e9
                 )
-            )
+            labels = {**base, "collector": stats.name}
+            out.append(Reading(Kind.HOST, ts, labels, values))
+            for ep in stats.endpoints:
+                values = {
+                    "gpulens_collector_endpoint_up": float(ep.up is True),
+                    "gpulens_collector_endpoint_errors_total": float(ep.errors_total),
+                }
+                if ep.last_success_ns is not None:
+                    values["gpulens_collector_endpoint_last_success_timestamp_seconds"] = (
+                        ep.last_success_ns / 1e9
+                    )
+                out.append(Reading(Kind.HOST, ts, {**labels, "endpoint": ep.endpoint}, values))
         return out

@@ -286,3 +286,100 @@ def test_self_readings_include_sink_stats() -> None:
     assert agent.values["gpulens_store_rows_written_total"] == 12.0
     assert agent.values["gpulens_ticks_total"] == 1.0
     assert nvml.labels["collector"] == "nvml"
+
+
+class Stuck:
+    """Never returns until released (a source hung in a call)."""
+
+    name = "stuck"
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.release = threading.Event()
+
+    def collect(self, now_ns: int) -> Iterable[Reading]:
+        self.started += 1
+        self.release.wait()
+        return []
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def test_a_stuck_collector_delays_no_other_tick_and_holds_one_thread() -> None:
+    stuck, good, sink = Stuck(), Counting(), ListSink()
+    sched = Scheduler([stuck, good], sink, SystemClock(), interval_s=0.1, timeout_s=0.05)
+    results: list[TickResult] = []
+    try:
+        sched.run(duration_s=2.0, on_tick=results.append)
+        threads = [t for t in threading.enumerate() if t.name.startswith("gpulens-collect-")]
+    finally:
+        sched.close()
+        stuck.release.set()
+    assert len(results) >= 10  # of 20 grid points (a busy machine may miss a few)
+    assert all(r.outcomes["good"].status == "ok" for r in results)
+    assert [r.outcomes["stuck"].status for r in results[:2]] == ["timeout", "skipped"]
+    assert stuck.started == 1  # skipped while it runs: calls do not pile up
+    assert sorted(t.name for t in threads) == ["gpulens-collect-good", "gpulens-collect-stuck"]
+    assert all(t.daemon for t in threads)
+
+
+def test_a_stuck_collector_does_not_hold_up_the_process_exit() -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import threading
+        from gpulens.clock import SystemClock
+        from gpulens.pipeline.scheduler import Scheduler
+        from gpulens.pipeline.sinks import DiscardSink
+
+        class Stuck:
+            name = "stuck"
+            def collect(self, now_ns):
+                threading.Event().wait()
+            def close(self):
+                pass
+
+        sched = Scheduler([Stuck()], DiscardSink(), SystemClock(), interval_s=0.1, timeout_s=0.05)
+        sched.tick(SystemClock().now_ns())
+        sched.close()
+        print("done", flush=True)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr
+
+
+def test_endpoint_health_is_recorded_each_tick() -> None:
+    from gpulens.collect.base import EndpointHealth
+
+    class TwoEndpoints(Counting):
+        def endpoint_health(self) -> list[EndpointHealth]:
+            return [
+                EndpointHealth("http://a/metrics", True, 0, T0, None),
+                EndpointHealth("http://b/metrics", False, self.calls, None, "refused"),
+            ]
+
+    sched = Scheduler([TwoEndpoints("dcgm")], ListSink(), FakeClock(T0))
+    sched.run(duration_s=3)
+    a, b = sched.stats.collectors["dcgm"].endpoints
+    assert (a.up, b.up, b.errors_total, b.last_error) == (True, False, 3, "refused")
+
+
+def test_a_failing_sink_is_said_at_once_through_warn() -> None:
+    class FullDisk(ListSink):
+        def flush(self) -> None:
+            raise OSError(28, "No space left on device")
+
+    said: list[str] = []
+    sched = Scheduler([Counting()], FullDisk(every=1), FakeClock(T0), warn=said.append)
+    results: list[TickResult] = []
+    sched.tick(T0)
+    results.append(sched.tick(T0 + S))
+    assert len(said) == 1 and "No space left on device" in said[0]
+    assert results[0].sink_error is not None

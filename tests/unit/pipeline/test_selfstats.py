@@ -37,3 +37,32 @@ def test_readings_are_host_kind_with_source_and_collector_labels() -> None:
     assert nvml.values["gpulens_collector_readings_total"] == 3.0
     assert set(nvml.values) <= SELF_METRICS
     assert set(agent.values) <= SELF_METRICS
+
+
+def test_up_and_last_success_per_collector_and_per_endpoint() -> None:
+    from gpulens.collect.base import EndpointHealth
+
+    stats = SelfStats(["dcgm"])
+    stats.record(_tick(S, dcgm=CollectorOutcome("ok", 0.01, 3)))
+    stats.record(_tick(2 * S, dcgm=CollectorOutcome("error", 0.01, 0, "every endpoint fails")))
+    stats.record_endpoints(
+        "dcgm",
+        [
+            EndpointHealth("http://a:9400/metrics", False, 4, S, "refused"),
+            EndpointHealth("http://b:9400/metrics", None, 0, None, None),
+        ],
+    )
+    _, dcgm, a, b = stats.readings(2 * S, "node1")
+    assert dcgm.values["gpulens_collector_up"] == 0.0
+    assert dcgm.values["gpulens_collector_errors_total"] == 1.0
+    assert dcgm.values["gpulens_collector_last_success_timestamp_seconds"] == 1.0
+    assert a.labels["endpoint"] == "http://a:9400/metrics" and a.labels["collector"] == "dcgm"
+    assert a.values == {
+        "gpulens_collector_endpoint_up": 0.0,
+        "gpulens_collector_endpoint_errors_total": 4.0,
+        "gpulens_collector_endpoint_last_success_timestamp_seconds": 1.0,
+    }
+    assert b.values["gpulens_collector_endpoint_up"] == 0.0  # not scraped yet: not up
+    assert "gpulens_collector_endpoint_last_success_timestamp_seconds" not in b.values
+    for reading in (dcgm, a, b):
+        assert set(reading.values) <= SELF_METRICS

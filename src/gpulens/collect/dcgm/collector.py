@@ -5,19 +5,25 @@ never waits on the network: it hands out the readings of the latest scrape that 
 since the previous call, stamped with that scrape's own time, and asks for the next scrape.
 A scrape older than about two collect intervals is dropped as stale, and no scrape is handed
 out twice. An endpoint that is down, slow or serves garbage is counted in `errors[url]` (the
-message in `last_error`) and never raises from `collect`.
+message in `last_error`). `collect` raises CollectError only when every endpoint's last
+scrape failed, so the collector reads as down; `endpoint_health()` gives each URL's own state.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import httpx
 
 from gpulens.clock import Clock, SystemClock
-from gpulens.collect.dcgm.scrape import Scraper
-from gpulens.errors import ConfigError
+from gpulens.collect.base import EndpointHealth
+from gpulens.collect.dcgm.scrape import MAX_PAGE_BYTES, Scraper
+from gpulens.errors import CollectError, ConfigError
 from gpulens.model import Kind, Reading, event
+
+#: how long `close` waits in all for the scraper threads (their requests are aborted first)
+CLOSE_S = 1.0
 
 
 class DcgmExporterCollector:
@@ -25,8 +31,9 @@ class DcgmExporterCollector:
 
     `urls`: full `/metrics` URLs (e.g. "http://node1:9400/metrics"). `host` labels GPUs whose
     series carry no Hostname label. `transport` replaces httpx's network transport (tests use
-    `httpx.MockTransport`). `timeout_s` bounds one HTTP attempt; `retries` more attempts follow
-    a failure, `backoff_s` × 2**attempt apart. `clock` stamps scrapes (UTC ns).
+    `httpx.MockTransport`). `timeout_s` bounds one HTTP attempt from connect to last byte, and
+    `max_page_bytes` its page; `retries` more attempts follow a failure to connect or an error
+    status, `backoff_s` × 2**attempt apart. `clock` stamps scrapes (UTC ns).
     `stale_after` × the last collect interval is the oldest scrape `collect` still returns.
     """
 
@@ -41,6 +48,7 @@ class DcgmExporterCollector:
         clock: Clock | None = None,
         name: str = "dcgm",
         stale_after: float = 2.0,
+        max_page_bytes: int = MAX_PAGE_BYTES,
     ) -> None:
         if isinstance(urls, str) or not urls:
             raise ConfigError(
@@ -53,10 +61,11 @@ class DcgmExporterCollector:
                     f"dcgm: {url!r} is not an http(s) URL: give dcgm-exporter's metrics "
                     "endpoint, for example 'http://localhost:9400/metrics'"
                 )
-        if timeout_s <= 0 or retries < 0 or backoff_s < 0 or stale_after <= 0:
+        if timeout_s <= 0 or retries < 0 or backoff_s < 0 or stale_after <= 0 or max_page_bytes < 1:
             raise ConfigError(
-                f"dcgm: timeout_s ({timeout_s}) and stale_after ({stale_after}) must be > 0, "
-                f"retries ({retries}) and backoff_s ({backoff_s}) >= 0"
+                f"dcgm: timeout_s ({timeout_s}), stale_after ({stale_after}) and max_page_bytes "
+                f"({max_page_bytes}) must be > 0, retries ({retries}) and backoff_s ({backoff_s}) "
+                ">= 0"
             )
         self.name = name
         self.host = host
@@ -64,9 +73,6 @@ class DcgmExporterCollector:
         self.skipped: dict[str, int] = {}
         self._clock: Clock = clock or SystemClock()
         self._stale_after = stale_after
-        self._timeout_s = timeout_s
-        self._retries = retries
-        self._backoff_s = backoff_s
         self._last_collect: int | None = None
         self._drivers: dict[tuple[str, str], str] = {}
         self._closed = False
@@ -80,6 +86,7 @@ class DcgmExporterCollector:
                 backoff_s=backoff_s,
                 transport=transport,
                 thread_name=f"gpulens-{name}-{i}",
+                max_bytes=max_page_bytes,
             )
             for i, url in enumerate(urls)
         ]
@@ -100,8 +107,18 @@ class DcgmExporterCollector:
         messages = [s.last_error for s in self._scrapers if s.last_error]
         return messages[-1] if messages else None
 
+    def endpoint_health(self) -> list[EndpointHealth]:
+        """Each URL's state: up (last scrape good), failed scrapes, last success, last error."""
+        return [
+            EndpointHealth(s.url, s.up, s.errors, s.last_success_ns, s.last_error)
+            for s in self._scrapers
+        ]
+
     def collect(self, now_ns: int) -> list[Reading]:
-        """Readings of the scrapes completed since the last call; starts the next scrapes."""
+        """Readings of the scrapes completed since the last call; starts the next scrapes.
+
+        Raises CollectError, quoting each URL's last failure, when every URL's last scrape
+        failed."""
         max_age = None
         if self._last_collect is not None and now_ns > self._last_collect:
             max_age = self._stale_after * (now_ns - self._last_collect)
@@ -123,6 +140,9 @@ class DcgmExporterCollector:
                     out.extend(self._driver_event(scraper.url, reading))
                 else:
                     out.append(reading)
+        if not out and all(s.up is False for s in self._scrapers):
+            failures = "; ".join(str(s.last_error) for s in self._scrapers)
+            raise CollectError(f"dcgm: every endpoint is failing: {failures}")
         return out
 
     def _driver_event(self, url: str, reading: Reading) -> list[Reading]:
@@ -147,6 +167,6 @@ class DcgmExporterCollector:
         if self._closed:
             return
         self._closed = True
-        join_s = (self._timeout_s + self._backoff_s * 2**self._retries) * (self._retries + 1)
+        deadline = time.monotonic() + CLOSE_S
         for scraper in self._scrapers:
-            scraper.close(join_s)
+            scraper.close(max(0.0, deadline - time.monotonic()))

@@ -40,6 +40,7 @@ from gpulens import catalog
 from gpulens.analyze.prices import Prices
 from gpulens.analyze.schema import STATES
 from gpulens.app.live import GpuNow, LiveSnapshot, LiveState
+from gpulens.collect.base import EndpointHealth
 from gpulens.config import Config
 from gpulens.model import ATTRIBUTION_LABELS, HOLDER_LABELS, Kind
 from gpulens.numbers import is_nan
@@ -368,6 +369,15 @@ class LiveCollector(Collector):
                 float(c.timeouts_total),
                 CounterMetricFamily,
             )
+            if c.last_success_ns is not None:
+                fam.add(
+                    PREFIX + "collector_last_success_timestamp_seconds",
+                    catalog.METRICS[PREFIX + "collector_last_success_timestamp_seconds"].help,
+                    labels,
+                    c.last_success_ns / 1e9,
+                )
+            for ep in c.endpoints:
+                self._endpoint(ep, {**labels, "endpoint": ep.endpoint}, fam)
         if snap.ts is not None:
             fam.add(
                 PREFIX + "last_tick_timestamp_seconds",
@@ -389,6 +399,23 @@ class LiveCollector(Collector):
                 continue
             family = CounterMetricFamily if metric.type == "counter" else GaugeMetricFamily
             fam.add(name, metric.help, {}, float(value), family)
+
+    @staticmethod
+    def _endpoint(ep: EndpointHealth, labels: Mapping[str, str], fam: _Families) -> None:
+        """Up, failed scrapes and last success of one endpoint of a collector."""
+        up = PREFIX + "collector_endpoint_up"
+        fam.add(up, catalog.METRICS[up].help, labels, 1.0 if ep.up else 0.0)
+        errors = PREFIX + "collector_endpoint_errors_total"
+        fam.add(
+            errors.removesuffix("_total"),
+            catalog.METRICS[errors].help,
+            labels,
+            float(ep.errors_total),
+            CounterMetricFamily,
+        )
+        if ep.last_success_ns is not None:
+            last = PREFIX + "collector_endpoint_last_success_timestamp_seconds"
+            fam.add(last, catalog.METRICS[last].help, labels, ep.last_success_ns / 1e9)
 
 
 def registry(

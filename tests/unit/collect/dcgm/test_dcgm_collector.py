@@ -14,7 +14,7 @@ import pytest
 from gpulens.clock import FakeClock
 from gpulens.collect.base import Collector
 from gpulens.collect.dcgm.collector import DcgmExporterCollector
-from gpulens.errors import ConfigError
+from gpulens.errors import CollectError, ConfigError
 from gpulens.model import Kind, Reading
 
 T4 = "data/telemetry/cncf_k8s-ai-conformance/v1.35/ericsson-ccd/accelerator_metrics.prom"
@@ -88,7 +88,7 @@ def test_stale_scrapes_are_dropped(page: str) -> None:
         c.close()
 
 
-def test_unreachable_endpoint_never_raises_and_is_counted() -> None:
+def test_unreachable_endpoint_is_counted_and_makes_the_collector_down() -> None:
     calls: list[int] = []
 
     def down(request: httpx.Request) -> httpx.Response:
@@ -99,9 +99,14 @@ def test_unreachable_endpoint_never_raises_and_is_counted() -> None:
     try:
         _until(lambda: c.errors[URL] == 1)
         assert len(calls) == 3  # one attempt plus two retries
-        assert c.collect(101 * S) == []
+        with pytest.raises(CollectError, match="every endpoint is failing") as info:
+            c.collect(101 * S)
+        assert URL in str(info.value) and "ConnectError" in str(info.value)
         assert c.last_error is not None
         assert URL in c.last_error and "ConnectError" in c.last_error
+        (health,) = c.endpoint_health()
+        assert (health.endpoint, health.up, health.errors_total) == (URL, False, 1)
+        assert health.last_success_ns is None
     finally:
         c.close()
 
@@ -121,7 +126,8 @@ def test_garbage_page_is_a_counted_error() -> None:
     c = _collector(lambda r: httpx.Response(200, text="<html>oops</html>"))
     try:
         _until(lambda: c.errors[URL] == 1)
-        assert c.collect(101 * S) == []
+        with pytest.raises(CollectError, match="line 1"):
+            c.collect(101 * S)
         assert "line 1" in (c.last_error or "")
     finally:
         c.close()
