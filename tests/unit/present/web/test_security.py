@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+import shutil
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
 
-from gpulens.present.web.security import loopback_host
+from gpulens.config import BY_KEY
+from gpulens.present.web.api import MAX_UPLOADS
+from gpulens.present.web.security import COOKIE, MIN_TOKEN_CHARS, loopback_host
 
 from .helpers import TestClient, kineto
 
@@ -105,3 +111,36 @@ def test_other_methods_are_405_with_allow(client: TestClient, method: str, path:
         assert r.status_code == 405, (method, path, accept)
         allowed = {m.strip() for m in r.headers["allow"].split(",")}
         assert allowed <= {"GET", "HEAD", "POST"} and allowed, r.headers["allow"]
+
+
+DOC = Path(__file__).resolve().parents[4] / "docs" / "security.md"
+
+
+def test_the_security_page_states_the_code() -> None:
+    """docs/security.md quotes the token minimum, the upload concurrency and real settings."""
+    text = DOC.read_text(encoding="utf-8")
+    assert f"At least {MIN_TOKEN_CHARS} characters" in text
+    assert f"| uploads received or analysed at once | {MAX_UPLOADS} |" in text
+    named = set(re.findall(r"`((?:agent|limits|procs|collect|dcgm|nvidia_smi)\.[a-z_]+)`", text))
+    assert named and named <= set(BY_KEY), named - set(BY_KEY)
+    assert f"`{COOKIE}` (`HttpOnly`, `SameSite=Strict`, `Path=/`)" in text
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_the_systemd_unit_is_valid_and_confined(tmp_path: Path) -> None:
+    unit = re.search(r"```ini\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert unit is not None
+    path = tmp_path / "gpulens.service"
+    path.write_text(unit.group(1), encoding="utf-8")
+    verify = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    problems = [line for line in verify.stderr.splitlines() if "is not executable" not in line]
+    assert problems == [], problems  # the binary's path is the site's
+    security = subprocess.run(
+        ["systemd-analyze", "security", "--offline=yes", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    level = re.search(r"Overall exposure level for gpulens.service: ([0-9.]+)", security.stdout)
+    assert level is not None and float(level.group(1)) <= 2.0, security.stdout[-500:]
