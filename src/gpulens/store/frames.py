@@ -199,9 +199,7 @@ _COVERAGE_AGGS: tuple[Agg, ...] = (
     Agg("cap_ns", MAX),
     Agg("spacing_ns", MAX),
 )
-_GPU = _Part(
-    "gpu", "gpu", ("host", "gpu_uuid", "mig_instance"), "true", _GPU_AGGS, _COVERAGE_AGGS
-)
+_GPU = _Part("gpu", "gpu", ("host", "gpu_uuid", "mig_instance"), "true", _GPU_AGGS, _COVERAGE_AGGS)
 _PROCESS = _Part(
     "process",
     "process",
@@ -290,30 +288,33 @@ def _raw_sql(part: _Part, filters: str) -> str:
 
 
 def _raw_gpu_sql(filters: str, one_row: bool, max_gap: str) -> str:
-    """The GPU part over raw rows: partial aggregates per fine bucket (`$fine_ns`), the
-    coverage rule over them, then merged into buckets of the step (`$fine_k` fine buckets)."""
+    """The GPU part over raw rows with the coverage rule's columns. When the step is the fine
+    bucket, the rule runs on the step's own aggregates; otherwise a second, light pass counts
+    readings and their first/last times per fine bucket (`$fine_ns`), the rule runs there, and
+    its seconds are summed into the step (`$fine_k` fine buckets) and joined on."""
+    base = _raw_sql(_GPU, filters)
     keys = ", ".join(_GPU.keys)
-    aggs = ",\n    ".join(_agg_partial(a) for a in _GPU.aggs)
-    fine = f"""(
-  SELECT {keys}, epoch_ns(ts) // $fine_ns AS fb,
-    {aggs}
+    if one_row:
+        return coverage_sql(f"(SELECT *, b AS fb FROM ({base}))", _GPU.keys, max_gap, "fb")
+    light = f"""(
+  SELECT {keys}, epoch_ns(ts) // $fine_ns AS fb, count(*) AS samples,
+    min(epoch_ns(ts)) AS ts_first, max(epoch_ns(ts)) AS ts_last
   FROM gpu
   WHERE {_GPU.where} AND {filters}
   GROUP BY {keys}, fb)"""
-    covered = coverage_sql(fine, _GPU.keys, max_gap, "fb" if one_row else "fb // $fine_k")
-    if one_row:
-        cols = ",\n    ".join(_agg_one_row(a) for a in _GPU.merged)
-        return f"""
-  SELECT {keys}, fb AS b,
-    {cols}
-  FROM ({covered})"""
-    cols = ",\n    ".join(_agg_merged(a, final=True) for a in _GPU.merged)
+    covered = coverage_sql(light, _GPU.keys, max_gap, "fb // $fine_k")
     closed = close_inner_tails(f"({covered})", _GPU.keys, "$fine_k")
+    cols = ", ".join(_agg_merged(a, final=True) for a in _GPU.derived)
+    on = " AND ".join(f"c.{k} IS NOT DISTINCT FROM r.{k}" for k in _GPU.keys)
+    derived = ", ".join(f"c.{a.name}" for a in _GPU.derived)
     return f"""
-  SELECT {keys}, fb // $fine_k AS b,
-    {cols}
-  FROM ({closed})
-  GROUP BY {keys}, b"""
+  SELECT r.*, {derived}
+  FROM ({base}) r
+  LEFT JOIN (
+    SELECT {keys}, fb // $fine_k AS b, {cols}
+    FROM ({closed})
+    GROUP BY {keys}, b
+  ) c ON {on} AND c.b = r.b"""
 
 
 # rx + tx over the interval; null when neither direction was measured
@@ -520,8 +521,8 @@ def gpu_intervals(
     bounded = (start_ns is not None, end_ns is not None)
     sql, _n = build_sql(where, bounded, fine_is_step=fine_is_step, max_gap=max_gap)
     params: dict[str, object] = {"step_ns": step_ns, "step_s": float(step_s)}
-    params["fine_ns"] = fine_ns
     if fine_ns != step_ns:
+        params["fine_ns"] = fine_ns
         params["fine_k"] = step_ns // fine_ns
     if max_gap_s is not None:
         params["max_gap_ns"] = round(max_gap_s * 1e9)
