@@ -595,7 +595,12 @@ def doctor(
     table.add_column("works")
     table.add_column("detail")
     table.add_column("to make it work")
-    for status in probe_all(cfg.get("dcgm.urls"), cfg.get("nvidia_smi.binary")):
+    for status in probe_all(
+        cfg.get("dcgm.urls"),
+        cfg.get("nvidia_smi.binary"),
+        dcgm_timeout_s=cfg.get("dcgm.timeout_seconds"),
+        max_page_bytes=cfg.get("dcgm.max_page_bytes"),
+    ):
         table.add_row(
             status.name,
             "[green]yes[/green]" if status.works else "[red]no[/red]",
