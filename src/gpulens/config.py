@@ -278,6 +278,21 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=4,
         maximum=10_000,
     ),
+    Setting(
+        "ingest.timezone",
+        str,
+        "UTC",
+        "Time zone in which `gpulens ingest` reads the times nvidia-smi prints (local time "
+        "without a zone): an IANA name such as Europe/Berlin; `--tz` overrides it.",
+    ),
+    Setting(
+        "analysis.max_gap_seconds",
+        float,
+        0.0,
+        "Longest gap a reading covers until the next reading of its GPU; beyond it the time "
+        "has no data. 0: twice the GPU's sampling interval (median spacing of its readings).",
+        minimum=0.0,
+    ),
     Setting("procs.proc_root", str, "/proc", "Where the process table is mounted."),
     Setting(
         "procs.hpc_job_mapping_dir",

@@ -37,7 +37,7 @@ from gpulens.analyze.memory import (
 from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
 from gpulens.app import session
-from gpulens.app.gpus import coverage_notes, gpu_counts, gpu_rows
+from gpulens.app.gpus import coverage_notes, gpu_counts, gpu_rows, time_notes
 from gpulens.config import Config
 from gpulens.findings.context import FindingThresholds
 from gpulens.findings.engine import build_context, run_rules
@@ -144,8 +144,10 @@ def analyse(
     finding_thresholds: FindingThresholds | None = None,
     memory: MemorySettings | None = None,
     baselines: BaselineSettings | None = None,
+    max_gap_s: float | None = None,
 ) -> ReportView:
-    """Build the report of the store over [start_ns, end_ns) for the given label scope."""
+    """Build the report of the store over [start_ns, end_ns) for the given label scope.
+    `max_gap_s`: the coverage rule's cap (None: twice each GPU's sampling interval)."""
     filters = {k: v for k, v in (scope or {}).items() if v}
     if step_s is None:
         first, last = (None, None) if None not in (start_ns, end_ns) else store.time_bounds()
@@ -153,7 +155,9 @@ def analyse(
         hi = end_ns if end_ns is not None else last
         span = ((hi or 0) - (lo or 0)) / NS if lo is not None and hi is not None else 0.0
         step_s = auto_step(span)
-    frame = gpu_intervals(store, step_s=step_s, start_ns=start_ns, end_ns=end_ns, where=filters)
+    frame = gpu_intervals(
+        store, step_s=step_s, start_ns=start_ns, end_ns=end_ns, where=filters, max_gap_s=max_gap_s
+    )
     title = f"Job {filters['job_id']}" if "job_id" in filters else "Fleet report"
     view = ReportView(title, filters, start_ns, end_ns, step_s)
     if frame.num_rows == 0:
@@ -210,11 +214,12 @@ def analyse(
         view.idle_holding_share = fleet.idle_holding_share(
             _floats(annotated, "duty"), _floats(annotated, "memory_used_bytes")
         ).share
-    history, lo, hi = _history(store, first, last, step_s, filters, annotated, states)
+    history, lo, hi = _history(store, first, last, step_s, filters, annotated, states, max_gap_s)
     verdicts = run_verdicts(annotated, history, ctx.baselines)
     view.jobs = _jobs(verdicts, job_memory_peaks(memory_peaks(annotated)))
     view.baseline = _baseline(view.jobs, history, lo, hi, step_s)
     view.notes.extend(coverage_notes(annotated, view.totals))
+    view.notes.extend(time_notes(ctx.events))
     tiers = (
         set(pc.unique(annotated["tier"]).to_pylist()) if "tier" in annotated.column_names else set()
     )
@@ -247,6 +252,7 @@ def report(
             region=session.carbon_region(cfg),
             quotas=session.quotas(cfg),
             **session.analysis_settings(cfg),
+            max_gap_s=float(cfg.get("analysis.max_gap_seconds")) or None,
         )
     finally:
         store.close()
@@ -260,6 +266,7 @@ def _history(
     filters: Mapping[str, str],
     frame: pa.Table,
     states: Thresholds | None,
+    max_gap_s: float | None = None,
 ) -> tuple[pa.Table | None, int, int]:
     """(classified frame of the period of the same length, at most `MAX_HISTORY_S`, before
     [first, last), or None when the store holds nothing earlier; its start; its end)."""
@@ -274,7 +281,9 @@ def _history(
                 values = [v for v in pc.unique(frame[key]).to_pylist() if v is not None]
                 if len(values) == 1:
                     where[key] = str(values[0])
-    history = gpu_intervals(store, step_s=step_s, start_ns=lo, end_ns=hi, where=where)
+    history = gpu_intervals(
+        store, step_s=step_s, start_ns=lo, end_ns=hi, where=where, max_gap_s=max_gap_s
+    )
     if history.num_rows == 0:
         return None, lo, hi
     return useful_work(classify(history, states or Thresholds())), lo, hi

@@ -43,8 +43,10 @@ def _order(r: dict[str, Any]) -> tuple[str, int, str, int, int]:
 def _covered_by_gpu(frame: pa.Table) -> dict[str, float]:
     if "covered_s" not in frame.column_names:
         return {}
-    t = frame.select(["gpu_uuid", "covered_s"]).group_by("gpu_uuid").aggregate(
-        [("covered_s", "sum")]
+    t = (
+        frame.select(["gpu_uuid", "covered_s"])
+        .group_by("gpu_uuid")
+        .aggregate([("covered_s", "sum")])
     )
     return {r["gpu_uuid"]: r["covered_s_sum"] or 0.0 for r in t.to_pylist()}
 
@@ -112,3 +114,21 @@ def coverage_notes(frame: pa.Table, totals: dict[str, Any]) -> list[str]:
             "gap): counted apart, neither allocated nor idle"
         )
     return notes
+
+
+#: the event `gpulens ingest` writes per file: where that file's time came from
+CAPTURE_TIME_EVENT = "capture_time"
+
+
+def time_notes(events: pa.Table | None) -> list[str]:
+    """Where the times of ingested captures came from, one note per kind of source with its
+    count of files (from the `capture_time` events in the window)."""
+    if events is None or events.num_rows == 0 or "event" not in events.column_names:
+        return []
+    counts: dict[str, int] = {}
+    for name, message in zip(
+        events["event"].to_pylist(), events["message"].to_pylist(), strict=True
+    ):
+        if name == CAPTURE_TIME_EVENT and message:
+            counts[message] = counts.get(message, 0) + 1
+    return [f"{message} ({n} file{'s' if n > 1 else ''})" for message, n in counts.items()]

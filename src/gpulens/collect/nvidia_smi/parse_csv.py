@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import tzinfo
 from types import MappingProxyType
 
+from gpulens.collect.capture_time import nvsmi_csv_time
 from gpulens.collect.nvidia_smi import values as v
 from gpulens.collect.nvidia_smi.errors import NvidiaSmiParseError
 from gpulens.collect.nvml import parse as nvml_parse
@@ -153,10 +155,17 @@ def parse_query_csv(text: str, source: str, ts_ns: int, host: str) -> list[Readi
 
 
 def iter_query_csv(
-    lines: Iterable[tuple[int, str]], source: str, ts_ns: int, host: str
+    lines: Iterable[tuple[int, str]],
+    source: str,
+    ts_ns: int,
+    host: str,
+    tz: tzinfo | None = None,
 ) -> Iterator[Reading]:
-    """`parse_query_csv` over (line number, line) pairs, one reading at a time."""
+    """`parse_query_csv` over (line number, line) pairs, one reading at a time. With `tz`, a
+    row's `timestamp` field (local time without a zone, read in `tz`) stamps it; `ts_ns`
+    stamps rows without one."""
     names: list[str] | None = None
+    at: int | None = None  # the timestamp column
     order = 0
     for lineno, line in lines:
         if not line.strip():
@@ -164,6 +173,7 @@ def iter_query_csv(
         if names is None:
             names = parse_header(line, source, lineno)
             _check_measures(names, source, lineno)
+            at = names.index("timestamp") if "timestamp" in names else None
             continue
         cells = line.split(",")
         if len(cells) != len(names):
@@ -173,7 +183,10 @@ def iter_query_csv(
                 f"row has {len(cells)} columns, the header has {len(names)} "
                 "(truncated output, or a value containing a comma)",
             )
-        yield _row(names, cells, source, lineno, ts_ns, host, order)
+        stamp = ts_ns
+        if tz is not None and at is not None:
+            stamp = nvsmi_csv_time(cells[at], tz) or ts_ns
+        yield _row(names, cells, source, lineno, stamp, host, order)
         order += 1
     if names is None:
         raise NvidiaSmiParseError(source, 0, "empty output: expected a CSV header and rows")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import BinaryIO
 
+from gpulens.collect.capture_time import nvsmi_xml_time
 from gpulens.collect.inputs import CHUNK, DEFAULT_LIMITS, Limits
 from gpulens.collect.nvidia_smi import values as v
 from gpulens.collect.nvidia_smi.errors import NvidiaSmiParseError
@@ -108,24 +110,46 @@ class XmlDocument:
 
 
 def parse_nvsmi_xml(
-    text: str | bytes, source: str, ts_ns: int, host: str, limits: Limits = DEFAULT_LIMITS
+    text: str | bytes,
+    source: str,
+    ts_ns: int,
+    host: str,
+    limits: Limits = DEFAULT_LIMITS,
+    tz: tzinfo | None = None,
 ) -> list[Reading]:
     """Readings from one `nvidia-smi -q -x` output; version events use the host's labels.
 
-    `source` names where `text` came from (a file or the command) for error messages.
-    Raises NvidiaSmiParseError, and nothing else but InputTooLarge past `limits`, for output
-    it cannot read.
+    `source` names where `text` came from (a file or the command) for error messages. With
+    `tz`, the output's own `<timestamp>` (local time without a zone, read in `tz`) stamps the
+    readings when it has one; `ts_ns` does otherwise. Raises NvidiaSmiParseError, and nothing
+    else but InputTooLarge past `limits`, for output it cannot read.
     """
-    return _with_versions(parse_nvsmi_xml_document(text, source, ts_ns, host, limits), ts_ns, host)
+    root = parse_tree(text, source, _SKIP, _BLANK, limits)
+    ts = own_time(root, tz) or ts_ns
+    return _with_versions(_document(root, source, ts, host), ts, host)
 
 
 def parse_nvsmi_xml_stream(
-    stream: BinaryIO, source: str, ts_ns: int, host: str, limits: Limits = DEFAULT_LIMITS
+    stream: BinaryIO,
+    source: str,
+    ts_ns: int,
+    host: str,
+    limits: Limits = DEFAULT_LIMITS,
+    tz: tzinfo | None = None,
 ) -> list[Reading]:
     """`parse_nvsmi_xml` of a binary stream, read and parsed one chunk at a time."""
     chunks = iter(lambda: stream.read(CHUNK), b"")
     root = parse_tree_chunks(chunks, source, _SKIP, limits)
-    return _with_versions(_document(root, source, ts_ns, host), ts_ns, host)
+    ts = own_time(root, tz) or ts_ns
+    return _with_versions(_document(root, source, ts, host), ts, host)
+
+
+def own_time(root: Node, tz: tzinfo | None) -> int | None:
+    """The document's `<timestamp>` read in `tz` (UTC ns); None without `tz` or a time."""
+    node = root.child("timestamp")
+    if tz is None or node is None:
+        return None
+    return nvsmi_xml_time(node.text, tz)
 
 
 def _with_versions(doc: XmlDocument, ts_ns: int, host: str) -> list[Reading]:
