@@ -1,12 +1,13 @@
 """Peak RSS and wall time of whole processes on bad and oversized inputs, per shape and size.
 
-    .venv/bin/python bench/bounded_inputs.py [--max-gb 2] [--quick] [--only trace,upload,ingest]
-        [--ingest-max-gb GB] [--max-events N] [--dir DIR]
+    .venv/bin/python bench/bounded_inputs.py [--max-gb 2] [--quick] [--sizes MB,MB]
+        [--only trace,upload,ingest] [--ingest-max-gb GB] [--max-events N] [--dir DIR]
 
 Each input is written by the corpus generators (tests/corpus/traces.py; tests/corpus/captures.py
 for `ingest`, skipped when that module is absent) into a temporary directory, used, and deleted
-before the next one; sizes double from 1 MB up to `--max-gb` (`--quick`: 1 and 16 MB). gzip
-shapes count their inflated size (a 1 GB bomb of zeros is a ~1 MB file). Three consumers:
+before the next one; sizes 1, 16, 128, 512, 1000 and 2000 MB up to `--max-gb` (`--quick`: 1 and
+16 MB; `--sizes`: a list). gzip shapes count their inflated size (a 1 GB bomb of zeros is a
+~1 MB file). Three consumers:
 
 * `trace`: `gpulens trace FILE --format json`, one fresh process per input; its peak RSS from
   `wait4`, its wall time and exit code.
@@ -71,14 +72,12 @@ class Row:
     outcome: str
 
 
-def _sizes(max_gb: float, quick: bool) -> list[int]:
-    if quick:
-        return [MB, 16 * MB]
-    out, size = [], MB
-    while size <= max_gb * 1000 * MB + 1:
-        out.append(size)
-        size *= 4 if size < 256 * MB else 2
-    return out
+def _sizes(max_gb: float, quick: bool, sizes: str | None = None) -> list[int]:
+    """Input sizes in bytes: `--sizes` (MB), else 1 MB … `--max-gb` (`--quick`: 1, 16 MB)."""
+    if sizes:
+        return [int(float(mb) * MB) for mb in sizes.split(",")]
+    ladder = [1, 16] if quick else [1, 16, 128, 512, 1000, 2000]
+    return [mb * MB for mb in ladder if mb <= max_gb * 1000]
 
 
 def _env(max_events: int) -> dict[str, str]:
@@ -232,7 +231,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     runner = Runner()
     agent = Agent(base, env) if "upload" in consumers else None
     try:
-        for size in _sizes(args.max_gb, args.quick):
+        for size in _sizes(args.max_gb, args.quick, args.sizes):
             for shape, case in TRACE_SHAPES.items():
                 work = base / "input"
                 work.mkdir()
@@ -250,7 +249,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             cases, ingest_args = _captures()
             if not cases:
                 print("tests/corpus/captures.py is not there yet: no ingest rows", flush=True)
-            for size in _sizes(min(args.max_gb, args.ingest_max_gb), args.quick):
+            for size in _sizes(min(args.max_gb, args.ingest_max_gb), args.quick, args.sizes):
                 for shape, make in cases.items():
                     work = base / "input"
                     work.mkdir()
@@ -295,6 +294,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-gb", type=float, default=2.0, help="largest input (GB)")
     parser.add_argument("--quick", action="store_true", help="1 MB and 16 MB only")
+    parser.add_argument("--sizes", help="these sizes only, in MB (e.g. 1000,2000)")
     parser.add_argument("--only", default="trace,upload,ingest", help="consumers to run")
     parser.add_argument("--ingest-max-gb", type=float, default=2.0, help="largest ingest input")
     parser.add_argument("--max-events", type=int, default=10_000_000)

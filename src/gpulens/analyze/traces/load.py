@@ -418,7 +418,7 @@ def _stream_events(
             if pending >= check_at:  # a string or nesting past its limit stops us early
                 check_limits(text.buf, pos, len(text.buf), limits, name, offset=text.dropped)
                 check_at *= 2
-            if pending > HELD_BYTES:
+            if pending > max(HELD_BYTES, 4 * chunk_bytes):
                 raise TraceFormatError(
                     f"{name}: no end of an event within {HELD_BYTES >> 20} MiB from byte "
                     f"{text.dropped + pos:,}: an event that large is not a PyTorch profiler "

@@ -290,14 +290,23 @@ async def _receive_and_analyse(
         if size == 0:
             raise HTTPException(422, "the upload is empty: send the trace file as the body")
         upload_id = digest.hexdigest()[:32]
-        try:
-            page = await run_in_threadpool(dash.analyse_upload, path, name, upload_id)
-        except GpulensError as exc:
-            log.info("upload %r refused: %s", name, exc)
-            raise trace_error(exc, name, path) from None
-        finally:
-            await run_in_threadpool(release_memory)
+        page = await run_in_threadpool(_analyse, dash, path, name, upload_id)
+        if isinstance(page, GpulensError):
+            log.info("upload %r refused: %s", name, page)
+            raise trace_error(page, name, path)
     return UploadResult(id=upload_id, size_bytes=size, page=page)
+
+
+def _analyse(dash: Dashboard, path: Path, name: str, upload_id: str) -> TracePage | GpulensError:
+    """The upload's page, or the error that refused it, without its traceback: the frames it
+    holds (a half-loaded trace's columns) are freed here, and the heap handed back."""
+    try:
+        return dash.analyse_upload(path, name, upload_id)
+    except GpulensError as exc:
+        exc.__traceback__ = exc.__context__ = exc.__cause__ = None
+        return exc
+    finally:
+        release_memory()
 
 
 def release_memory() -> None:
