@@ -88,6 +88,22 @@ def many_series(directory: Path, size: int) -> Path:
     return path
 
 
+def many_gpus(directory: Path, size: int) -> Path:
+    """A dcgm-exporter page of about `size` bytes in which every series is another GPU."""
+    path = directory / "many-gpus.prom"
+    with path.open("w") as fh:
+        fh.write(HEADER)
+        written, gpu = 0, 0
+        while written < size:
+            block = "".join(
+                SERIES.format(gpu=g, model="NVIDIA H100", value=50) for g in range(gpu, gpu + 4096)
+            )
+            fh.write(block)
+            written += len(block)
+            gpu += 4096
+    return path
+
+
 def whitespace_prom(directory: Path, size: int) -> Path:
     """A dcgm-exporter page padded with `size` bytes of blank lines and spaces."""
     path = directory / "whitespace.prom"
@@ -131,6 +147,38 @@ def corrupt_gzip(directory: Path, size: int) -> Path:
     data[10] = 0x07  # the first deflate block: final, of the reserved type 3
     path = directory / "corrupt.csv.gz"
     path.write_bytes(bytes(data))
+    return path
+
+
+def nvsmi_csv_rows(directory: Path, size: int) -> Path:
+    """Valid `nvidia-smi --query-gpu=index,uuid,name,utilization.gpu,memory.used,power.draw
+    --format=csv` output of about `size` bytes (the same 8 GPUs, row after row)."""
+    header = "index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
+    rows = "".join(
+        f"{g}, GPU-2f8e8b62-1a3c-4b4e-9f61-8c1e0b6d7a{g:02d}, NVIDIA H100 80GB HBM3, "
+        f"{g * 10} %, {g * 1000} MiB, {100 + g}.50 W\n"
+        for g in range(8)
+    )
+    path = directory / "nvsmi-rows.csv"
+    with path.open("w") as fh:
+        fh.write(header)
+        chunk = rows * max(1, min(size, 1 << 20) // len(rows))
+        for _ in range(max(1, size // len(chunk))):
+            fh.write(chunk)
+    return path
+
+
+def xml_many_gpus(directory: Path, size: int) -> Path:
+    """nvidia-smi XML of about `size` bytes: one `<gpu>` after another."""
+    head, tail = XML.format(model="NVIDIA H100", uuid=UUID).split("\t<gpu ", 1)
+    gpu = "\t<gpu " + tail.rsplit("</nvidia_smi_log>", 1)[0]
+    path = directory / "many-gpus.xml"
+    with path.open("w") as fh:
+        fh.write(head)
+        chunk = gpu * max(1, min(size, 1 << 20) // len(gpu))
+        for _ in range(max(1, size // len(chunk))):
+            fh.write(chunk)
+        fh.write("</nvidia_smi_log>\n")
     return path
 
 
@@ -193,11 +241,14 @@ CASES: dict[str, Callable[[Path, int], Path]] = {
     "huge-label-value": huge_label_value,
     "long-line": long_line,
     "many-series": many_series,
+    "many-gpus": many_gpus,
     "whitespace-prom": whitespace_prom,
     "empty-prom": empty_prom,
     "valid-csv-gz": valid_csv_gz,
     "gzip-bomb": gzip_bomb,
     "corrupt-gzip": corrupt_gzip,
+    "nvsmi-csv-rows": nvsmi_csv_rows,
+    "xml-many-gpus": xml_many_gpus,
     "nvsmi-name-uuid-csv": nvsmi_name_uuid_csv,
     "xml-not-utf8": xml_not_utf8,
     "xml-xxe": xml_xxe,
@@ -209,11 +260,14 @@ INGEST_ARGS: dict[str, list[str]] = {
     "huge-label-value": ["--format", "dcgm-exporter"],
     "long-line": ["--format", "dcgm-exporter"],
     "many-series": ["--format", "dcgm-exporter"],
+    "many-gpus": ["--format", "dcgm-exporter"],
     "whitespace-prom": ["--format", "dcgm-exporter"],
     "empty-prom": ["--format", "dcgm-exporter"],
     "valid-csv-gz": CSV_MAP,
     "gzip-bomb": CSV_MAP,
     "corrupt-gzip": CSV_MAP,
+    "nvsmi-csv-rows": ["--format", "nvidia-smi-csv"],
+    "xml-many-gpus": ["--format", "nvidia-smi-xml"],
     "nvsmi-name-uuid-csv": ["--format", "nvidia-smi-csv"],
     "xml-not-utf8": ["--format", "nvidia-smi-xml"],
     "xml-xxe": ["--format", "nvidia-smi-xml"],

@@ -12,23 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from pathlib import Path
 from typing import BinaryIO
 
 import pyarrow as pa
 
+from gpulens.app.gpus import CAPTURE_TIME_EVENT
+from gpulens.collect.capture_time import zone
 from gpulens.collect.csv_import import ColumnMap, get_preset, iter_tables
-from gpulens.collect.dcgm.parse import ParseResult, parse_exposition, parse_exposition_lines
+from gpulens.collect.dcgm.parse import ParseResult, parse_exposition_lines
 from gpulens.collect.inputs import Limits, numbered_lines, open_bounded
-from gpulens.collect.nvidia_smi import (
-    iter_query_csv,
-    parse_nvsmi_xml,
-    parse_nvsmi_xml_stream,
-    parse_query_csv,
-)
+from gpulens.collect.nvidia_smi import iter_query_csv, parse_nvsmi_xml_stream
 from gpulens.config import Config
 from gpulens.errors import CollectError, ConfigError
-from gpulens.model import Kind, Reading
+from gpulens.model import Kind, Reading, event
 from gpulens.store import Commit, SegmentWriter
 
 FORMATS: tuple[str, ...] = ("dcgm-exporter", "nvidia-smi-xml", "nvidia-smi-csv", "csv")
@@ -74,20 +72,6 @@ def detect_format(text: str, source: str) -> str:
     )
 
 
-def parse_capture(
-    text: str, fmt: str, source: str, ts_ns: int, host: str
-) -> tuple[list[Reading], dict[str, int]]:
-    """Readings of one captured text; the parsers raise one typed error naming file and line."""
-    if fmt == "dcgm-exporter":
-        result = parse_exposition(text, source, ts_ns, default_host=host)
-        return result.readings, dict(result.skipped)
-    if fmt == "nvidia-smi-xml":
-        return parse_nvsmi_xml(text, source, ts_ns, host), {}
-    if fmt == "nvidia-smi-csv":
-        return parse_query_csv(text, source, ts_ns, host), {}
-    raise ConfigError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-
-
 def ingest(
     cfg: Config,
     paths: Sequence[Path],
@@ -96,11 +80,17 @@ def ingest(
     ts_ns: int | None,
     column_map: ColumnMap | None = None,
     preset: str | None = None,
+    tz: str | None = None,
 ) -> IngestResult:
     """Store every file in one commit: all of them, or (one bad file) nothing.
 
-    Captures (dcgm-exporter, nvidia-smi) are stamped `ts_ns`, or the file's modification time
-    when None. Format ``csv`` (implied by `column_map` or `preset`) takes its timestamps from
+    Captures (dcgm-exporter, nvidia-smi) are stamped with their own time: nvidia-smi's XML
+    `<timestamp>` and the `timestamp` field of `--query-gpu` (local time without a zone, read
+    in `tz`, else the `ingest.timezone` setting), or exposition sample timestamps. A capture
+    without a time is stamped `ts_ns`, or the file's modification time when None. Each file
+    leaves a `capture_time` event saying which, for the report.
+
+    Format ``csv`` (implied by `column_map` or `preset`) takes its timestamps from
     the data and needs exactly one of `column_map` (from --time-column/--label/--map/--set) or
     `preset` (a name in `gpulens.collect.csv_import.PRESETS`); `host` fills the host label of
     rows without one unless the preset says the data names no machine. Quantile-curve files
@@ -108,6 +98,8 @@ def ingest(
     from the file's modification time when None, one `sample_step_s` apart.
     """
     limits = limits_of(cfg)
+    tz_name = tz or str(cfg.get("ingest.timezone"))
+    clock = _Clock(zone(tz_name), tz_name, ts_ns is not None)
     if column_map is not None or preset is not None or fmt == "csv":
         if fmt not in (None, "csv"):
             raise ConfigError(f"--map/--preset need --format csv, not --format {fmt}")
@@ -131,7 +123,8 @@ def ingest(
                 )
                 _store_tables(writer, tables, result)
             else:
-                _store_readings(writer, _capture(path, fmt, host, stamp, limits, result), result)
+                readings = _capture(path, fmt, host, stamp, limits, result, clock)
+                _store_readings(writer, readings, result)
             result.files += 1
         writer.close()
         commit.commit()
@@ -174,10 +167,49 @@ def _store_readings(
     result.readings += len(batch)
 
 
+@dataclass(frozen=True, slots=True)
+class _Clock:
+    """How captures get their time: the zone nvidia-smi times are read in, and whether a
+    fallback time was given (--time) rather than taken from the file."""
+
+    tz: tzinfo
+    tz_name: str
+    given: bool
+
+    def event(self, readings: list[Reading], fallback: int, host: str, own: str) -> Reading:
+        """The `capture_time` event of one file: `own` when its readings carry a time of
+        their own (not `fallback`), else which fallback stamped them."""
+        ts = readings[0].ts if readings else fallback
+        if ts != fallback:
+            message = own
+        elif self.given:
+            message = "no time in the capture: stamped with --time"
+        else:
+            message = (
+                "no time in the capture: stamped with the file's modification time "
+                "(pass --time with the capture's time)"
+            )
+        return event(ts, CAPTURE_TIME_EVENT, message, {"host": host, "source": "ingest"})
+
+    @property
+    def nvsmi(self) -> str:
+        return (
+            f"time from the captures' nvidia-smi timestamps, local time read as {self.tz_name} "
+            "(set --tz or ingest.timezone to the zone where nvidia-smi ran)"
+        )
+
+
 def _capture(
-    path: Path, fmt: str | None, host: str, ts_ns: int, limits: Limits, result: IngestResult
+    path: Path,
+    fmt: str | None,
+    host: str,
+    ts_ns: int,
+    limits: Limits,
+    result: IngestResult,
+    clock: _Clock,
 ) -> Iterator[Reading]:
-    """The readings of one captured file, read as a bounded stream."""
+    """The readings of one captured file, read as a bounded stream, and its `capture_time`
+    event."""
     source = str(path)
     try:
         raw = path.open("rb")
@@ -190,22 +222,32 @@ def _capture(
             raise ConfigError("--format csv needs --preset or --time-column with --map options")
         if kind == "dcgm-exporter":
             page = parse_exposition_lines(
-                _text_lines(stream, source, limits), source, ts_ns, host, limits
+                _text_lines(stream, source, limits), source, ts_ns, host, limits, True
             )
             _check_page(page, source)
             for reason, n in page.skipped.items():
                 result.skipped[reason] = result.skipped.get(reason, 0) + n
             yield from page.readings
+            own = "time from the pages' sample timestamps (UTC)"
+            yield clock.event(page.readings, ts_ns, host, own)
         elif kind == "nvidia-smi-xml":
-            readings = parse_nvsmi_xml_stream(stream, source, ts_ns, host, limits)
+            readings = parse_nvsmi_xml_stream(stream, source, ts_ns, host, limits, clock.tz)
             if not any(r.kind is Kind.GPU for r in readings):
                 raise CollectError(
                     f"{source}: the nvidia-smi XML holds no <gpu>: nothing to store (a machine "
                     "without GPUs, or output cut short); capture `nvidia-smi -q -x` again"
                 )
             yield from readings
+            yield clock.event(readings, ts_ns, host, clock.nvsmi)
         elif kind == "nvidia-smi-csv":
-            yield from iter_query_csv(_text_lines(stream, source, limits), source, ts_ns, host)
+            first: list[Reading] = []
+            for reading in iter_query_csv(
+                _text_lines(stream, source, limits), source, ts_ns, host, clock.tz
+            ):
+                if not first:
+                    first.append(reading)
+                yield reading
+            yield clock.event(first, ts_ns, host, clock.nvsmi)
         else:
             raise ConfigError(f"unknown format {kind!r}: use one of {', '.join(FORMATS)}")
 

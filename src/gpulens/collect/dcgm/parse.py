@@ -32,6 +32,7 @@ from typing import Literal
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpulens import catalog
+from gpulens.collect.capture_time import sample_time
 from gpulens.collect.dcgm import fields
 from gpulens.collect.inputs import DEFAULT_LIMITS, Limits, too_large
 from gpulens.errors import CollectError, InputTooLarge
@@ -45,7 +46,7 @@ FP64_BLANK = 140737488355328.0  # DCGM_FP64_BLANK (2**47)
 FP64_BLANK_THRESHOLD = 1.4e14
 PSTATE_UNKNOWN = 32.0
 CACHE_BYTES = 64 << 20  # parsed label blocks kept for reuse, by their length
-ENTITY_BYTES = 256 << 20  # labels of the distinct entities of one page (~64 bytes a label more)
+ENTITY_BYTES = 64 << 20  # labels of the distinct entities of one page (~64 bytes a label more)
 
 # dcgm-exporter label → gpulens label, first present wins. `exported_*` come first: when a
 # Prometheus relabels, the plain names belong to the exporter's own pod, not the workload.
@@ -95,6 +96,7 @@ class ParseResult:
 
     readings: list[Reading]
     skipped: dict[str, int] = field(default_factory=dict)
+    sample_ts: int | None = None  # the page's latest sample timestamp (UTC ns), if it has any
 
 
 @dataclass(slots=True)
@@ -201,6 +203,7 @@ class _Page:
         "drivers",
         "entities",
         "entity_bytes",
+        "latest",
         "limits",
         "skipped",
         "source",
@@ -216,6 +219,7 @@ class _Page:
         self.cache: dict[str, _Identity] = {}
         self.cache_bytes = 0
         self.drivers: dict[str, str] = {}
+        self.latest: int | None = None  # the latest sample timestamp seen (UTC ns)
 
     def identity_of(self, raw: str, line_no: int) -> _Identity | Literal[False]:
         """The identity of a label block (cached); False when the block is malformed."""
@@ -320,7 +324,7 @@ class _Page:
             labels = {"host": host, "source": self.source} if host else {"source": self.source}
             labels["driver_version"] = version
             readings.append(event(ts_ns, "driver_version", f"NVIDIA driver {version}", labels))
-        return ParseResult(readings, self.skipped)
+        return ParseResult(readings, self.skipped, self.latest)
 
 
 def parse_exposition(
@@ -349,8 +353,11 @@ def parse_exposition_lines(
     ts_ns: int,
     default_host: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    sample_times: bool = False,
 ) -> ParseResult:
     """`parse_exposition` over (line number, line) pairs, so a file is read one line at a time.
+    With `sample_times`, a page whose samples carry timestamps is stamped with the latest of
+    them instead of `ts_ns` (`sample_ts` says whether it had any).
 
     Memory is bounded by the page's entities, not its length: the cache of parsed label
     blocks is emptied when it holds more than `CACHE_BYTES`, and a page whose distinct entities
@@ -391,5 +398,9 @@ def parse_exposition_lines(
         if ident is False:
             page.fallback(line_no, line, "malformed labels")
             continue
+        if len(tokens) == 2:
+            stamp = sample_time(tokens[1])
+            if stamp is not None and (page.latest is None or stamp > page.latest):
+                page.latest = stamp
         page.sample(name, ident, value)
-    return page.result(ts_ns)
+    return page.result(page.latest if sample_times and page.latest else ts_ns)
