@@ -18,8 +18,6 @@ from gpulens.present.dashboard.common import (
     Analysed,
     clean,
     column,
-    gpu_label,
-    gpu_sort_key,
     ints,
     num,
     nums,
@@ -27,6 +25,7 @@ from gpulens.present.dashboard.common import (
     top_cause,
 )
 from gpulens.present.dashboard.window import NS, Window, WindowInfo
+from gpulens.present.names import gpu_names, gpu_order
 
 #: the headline figures of a window (rollup columns; `useful_share` = useful ÷ allocated is
 #: added)
@@ -134,6 +133,9 @@ def timeline(a: Analysed) -> Timeline:
     )
 
 
+_NAME_KEYS = ("host", "gpu_index", "gpu_uuid", "mig_instance", "parent_uuid")
+
+
 def heatmap(a: Analysed) -> Heatmap:
     """The GPU × interval matrix of useful work (rows ordered by host and GPU index)."""
     w, frame = a.window, a.frame
@@ -142,12 +144,12 @@ def heatmap(a: Analysed) -> Heatmap:
     if a.empty:
         return Heatmap(times_ns=times)
     uuids = frame.column("gpu_uuid").to_pylist()
-    hosts = frame.column("host").to_pylist()
-    indices = frame.column("gpu_index").to_pylist()
-    names: dict[str, tuple[Any, Any]] = {}
-    for u, h, i in zip(uuids, hosts, indices, strict=True):
-        names.setdefault(str(u), (h, i))
-    order = sorted(names, key=lambda u: gpu_sort_key(*names[u]))
+    ids = frame.select([c for c in _NAME_KEYS if c in frame.column_names]).to_pylist()
+    entities: dict[str, dict[str, Any]] = {}
+    for u, labels in zip(uuids, ids, strict=True):
+        entities.setdefault(str(u), labels)
+    order = sorted(entities, key=lambda u: gpu_order(entities[u]))
+    labels_of = dict(zip(order, gpu_names([entities[u] for u in order]), strict=True))
     row_of = {u: r for r, u in enumerate(order)}
     r = np.fromiter((row_of[str(u)] for u in uuids), dtype=np.int64, count=len(uuids))
     t = _time_index(frame, w)
@@ -163,7 +165,7 @@ def heatmap(a: Analysed) -> Heatmap:
     )
     state[r[ok], t[ok]] = state_codes[ok]
     return Heatmap(
-        gpus=[gpu_label(*names[u], u) for u in order],
+        gpus=[labels_of[u] for u in order],
         gpu_uuids=order,
         times_ns=times,
         useful=[nums(row) for row in z],
@@ -188,12 +190,14 @@ def fleet_page(a: Analysed) -> FleetPage:
     page.waste_by_cause = rows(
         waste.waste_by_cause(frame, prices=s.prices, region=s.region), CAUSE_KEYS
     )
-    per_gpu = rollups.rollup(frame, ("host", "gpu_index", "gpu_uuid", "gpu_model"), s.prices)
+    keys = ("host", "gpu_index", "gpu_uuid", "gpu_model", "mig_instance", "parent_uuid")
+    per_gpu = rollups.rollup(frame, keys, s.prices).to_pylist()
+    per_gpu.sort(key=gpu_order)  # each MIG instance under its parent
     gpus = []
-    for row in per_gpu.to_pylist():
+    for row, label in zip(per_gpu, gpu_names(per_gpu), strict=True):
         out = {k: row.get(k) for k in GPU_KEYS}
-        out["label"] = gpu_label(row.get("host"), row.get("gpu_index"), row.get("gpu_uuid"))
+        out["label"] = label
         out["top_waste_cause"] = top_cause(row)
         gpus.append(clean(out))
-    page.gpus = sorted(gpus, key=lambda g: gpu_sort_key(g.get("host"), g.get("gpu_index")))
+    page.gpus = gpus
     return page

@@ -5,6 +5,7 @@ their failures, fallbacks) that touched it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -15,12 +16,11 @@ from gpulens.analyze.phases import warmup_windows
 from gpulens.present.dashboard.common import (
     Settings,
     column,
-    gpu_label,
-    gpu_sort_key,
     ints,
     nums,
 )
 from gpulens.present.dashboard.window import NS, Window, WindowInfo
+from gpulens.present.names import gpu_names, gpu_order
 from gpulens.store import Store
 from gpulens.store.events import day, events
 from gpulens.store.frames import gpu_intervals
@@ -100,7 +100,8 @@ class GpuEntry:
 
 GPUS_SQL = """
 SELECT gpu_uuid, any_value(host) AS host, any_value(gpu_index) AS gpu_index,
-       any_value(gpu_model) AS gpu_model
+       any_value(gpu_model) AS gpu_model, any_value(mig_instance) AS mig_instance,
+       any_value(mig_profile) AS mig_profile, any_value(parent_uuid) AS parent_uuid
 FROM gpu
 WHERE gpu_uuid IS NOT NULL AND date >= $start_date::DATE
 GROUP BY gpu_uuid
@@ -112,17 +113,11 @@ def gpu_list(store: Store, latest_ns: int | None) -> list[GpuEntry]:
     if latest_ns is None:
         return []
     table = store.query(GPUS_SQL, {"start_date": day(latest_ns - 86400 * NS)})
-    out = [
-        GpuEntry(
-            r["gpu_uuid"],
-            gpu_label(r["host"], r["gpu_index"], r["gpu_uuid"]),
-            r["host"],
-            r["gpu_index"],
-            r["gpu_model"],
-        )
-        for r in table.to_pylist()
+    found = sorted(table.to_pylist(), key=gpu_order)  # each MIG instance under its parent
+    return [
+        GpuEntry(r["gpu_uuid"], label, r["host"], r["gpu_index"], r["gpu_model"])
+        for r, label in zip(found, gpu_names(found), strict=True)
     ]
-    return sorted(out, key=lambda g: gpu_sort_key(g.host, g.gpu_index))
 
 
 def _first(table: pa.Table, name: str) -> str | None:
@@ -132,6 +127,12 @@ def _first(table: pa.Table, name: str) -> str | None:
         if v is not None:
             return str(v)
     return None
+
+
+def _identity(frame: pa.Table) -> dict[str, Any]:
+    """The naming labels of the frame's GPU entity (its first row)."""
+    keys = ("host", "gpu_index", "gpu_uuid", "mig_instance", "parent_uuid")
+    return {k: _first(frame, k) for k in keys if k in frame.column_names}
 
 
 def gpu_page(store: Store, gpu_uuid: str, window: Window, settings: Settings) -> GpuPage:
@@ -152,7 +153,7 @@ def gpu_page(store: Store, gpu_uuid: str, window: Window, settings: Settings) ->
     page = GpuPage(
         window=WindowInfo.of(window),
         gpu_uuid=gpu_uuid,
-        label=gpu_label(host, index, gpu_uuid),
+        label=gpu_names([_identity(frame)])[0],
         host=host,
         gpu_index=index,
         gpu_model=_first(frame, "gpu_model"),

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from gpulens.app.live import LiveSnapshot
-from gpulens.present.dashboard.common import gpu_label, num
+from gpulens.present.dashboard.common import num
+from gpulens.present.names import gpu_names
 
 
 @dataclass
@@ -86,13 +87,14 @@ def now_strip(snap: LiveSnapshot | None, top: int = 5) -> NowStrip:
     if snap is None or snap.ts is None:
         return NowStrip(live=False)
     gpus = []
-    for g in snap.gpus:
+    labels = gpu_names([g.labels for g in snap.gpus])
+    for g, label in zip(snap.gpus, labels, strict=True):
         v, lab = g.values, g.labels
         uuid = str(lab.get("gpu_uuid") or "")
         gpus.append(
             GpuNowView(
                 gpu_uuid=uuid,
-                label=gpu_label(lab.get("host"), lab.get("gpu_index"), uuid),
+                label=label,
                 state=g.state,
                 useful_ratio=num(g.useful_ratio),
                 duty=num(v.get("gpu_util_ratio")),

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from statistics import fmean
 
 from gpulens import catalog
 from gpulens.app.live import GpuNow, LiveSnapshot, ProcessNow, gpu_key
 from gpulens.present import format as human
+from gpulens.present.names import gpu_names
 
 MISSING = "–"
 
@@ -173,22 +174,29 @@ def key_text(labels: Mapping[str, str]) -> str:
 
 
 def gpu_name(labels: Mapping[str, str]) -> str:
-    """`host/index`, with the MIG profile (or instance) after it for a MIG instance."""
-    name = f"{labels.get('host') or '?'}/{labels.get('gpu_index') or '?'}"
-    mig = labels.get("mig_profile") or labels.get("mig_instance")
-    return f"{name} {mig}" if mig else name
+    """`host/index`, and `MIG <profile> #<instance>` after it for a MIG instance (alone: no
+    UUID suffix; `gpu_names` tells apart the GPUs of one snapshot)."""
+    return gpu_names([labels])[0]
+
+
+def snapshot_names(snap: LiveSnapshot) -> dict[str, str]:
+    """Row key → unambiguous name of every GPU entity of `snap` (present/names.py)."""
+    labels = [g.labels for g in snap.gpus]
+    return dict(zip((key_text(x) for x in labels), gpu_names(labels), strict=True))
 
 
 def _text(*parts: Iterable[str]) -> str:
     return " ".join(p for part in parts for p in part if p).lower()
 
 
-def gpu_row(gpu: GpuNow, processes: int = 0) -> GpuRow:
-    """The row of one GPU; `processes` is how many processes run on it."""
+def gpu_row(gpu: GpuNow, processes: int = 0, name: str | None = None) -> GpuRow:
+    """The row of one GPU; `processes` is how many processes run on it, `name` its name among
+    the snapshot's GPUs (default: `gpu_name`)."""
     v, labels, attr = gpu.values, gpu.labels, gpu.attribution
+    name = name or gpu_name(labels)
     return GpuRow(
         key=key_text(labels),
-        name=gpu_name(labels),
+        name=name,
         model=labels.get("gpu_model", ""),
         state=gpu.state,
         reason=gpu.reason,
@@ -206,7 +214,7 @@ def gpu_row(gpu: GpuNow, processes: int = 0) -> GpuRow:
         job=attr.get("job_id", ""),
         user=attr.get("user", ""),
         processes=processes,
-        text=_text(labels.values(), attr.values(), [gpu.state or "", gpu_name(labels)]),
+        text=_text(labels.values(), attr.values(), [gpu.state or "", name]),
     )
 
 
@@ -348,9 +356,13 @@ def build_top(
     """The main screen for `snap`: GPUs sorted by `sort`, GPUs and processes narrowed to those
     matching `query` (a GPU also shows when one of its processes matches, a process when its
     GPU matches), the processes in the order of their GPUs, biggest GPU memory first."""
-    procs = process_rows(snap.processes)
+    names = snapshot_names(snap)
+    procs = [replace(p, gpu=names.get(p.gpu_key, p.gpu)) for p in process_rows(snap.processes)]
     per_gpu = Counter(p.gpu_key for p in procs)
-    rows = [gpu_row(g, per_gpu.get(key_text(g.labels), 0)) for g in snap.gpus]
+    rows = [
+        gpu_row(g, per_gpu.get(key, 0), names[key])
+        for g, key in ((g, key_text(g.labels)) for g in snap.gpus)
+    ]
     summary = fleet_summary(snap.ts, rows)
     shown_gpus = rows
     shown_procs = procs
@@ -386,7 +398,7 @@ def gpu_detail(snap: LiveSnapshot, key: str) -> GpuDetail | None:
     for gpu in snap.gpus:
         if key_text(gpu.labels) == key:
             return GpuDetail(
-                row=gpu_row(gpu, len(mine)),
+                row=gpu_row(gpu, len(mine), snapshot_names(snap)[key]),
                 labels=tuple(sorted(gpu.labels.items())),
                 attribution=tuple(sorted(gpu.attribution.items())),
                 values=tuple((n, format_value(n, v)) for n, v in sorted(gpu.values.items())),
