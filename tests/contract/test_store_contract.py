@@ -1,5 +1,6 @@
 """The contract every store implementation passes: write readings of every kind, read them
-back; an empty store answers; a reader works while a writer writes.
+back; an empty store answers; a reader works while a writer writes; the segments of a
+multi-segment commit appear together at its commit, and never after an abort.
 
 Add a backend by appending a `Backend` to BACKENDS.
 """
@@ -17,7 +18,7 @@ import pytest
 
 from gpulens.clock import FakeClock
 from gpulens.model import Kind, Reading
-from gpulens.store import SegmentWriter, Store
+from gpulens.store import Commit, SegmentWriter, Store
 
 T0 = 1_764_000_000 * 1_000_000_000
 
@@ -26,6 +27,11 @@ class Writer(Protocol):
     def append(self, readings: Iterable[Reading]) -> None: ...
     def flush(self) -> object: ...
     def close(self) -> object: ...
+
+
+class Committer(Protocol):
+    def commit(self) -> object: ...
+    def abort(self) -> None: ...
 
 
 class Reader(Protocol):
@@ -39,6 +45,8 @@ class Backend:
     name: str
     writer: Callable[[Path], Writer]
     reader: Callable[[Path], Reader]
+    commit: Callable[[Path], Committer]
+    writer_in: Callable[[Path, Committer], Writer]
 
 
 BACKENDS = [
@@ -46,6 +54,8 @@ BACKENDS = [
         "parquet-segments",
         lambda d: SegmentWriter(d, "contract", flush_seconds=1.0, clock=FakeClock(T0)),
         lambda d: Store(d),
+        lambda d: Commit(d),
+        lambda d, c: SegmentWriter(d, "contract", commit=c),  # type: ignore[arg-type]
     ),
 ]
 
@@ -120,3 +130,23 @@ def test_reader_works_while_a_writer_writes(backend: Backend, tmp_path: Path) ->
         r.close()
     assert seen == sorted(seen)
     assert backend.reader(tmp_path).tables()["gpu"] == 100
+
+
+def test_a_commit_shows_all_its_segments_at_once_or_none(backend: Backend, tmp_path: Path) -> None:
+    reader = backend.reader(tmp_path)
+    try:
+        for outcome in ("abort", "commit"):
+            commit = backend.commit(tmp_path)
+            writer = backend.writer_in(tmp_path, commit)
+            for day in range(3):  # several flushes, kinds and days
+                writer.append(one_of_each(T0 + day * 86_400 * 10**9))
+                writer.flush()
+            writer.close()
+            assert sum(reader.tables().values()) == 0
+            if outcome == "abort":
+                commit.abort()
+            else:
+                commit.commit()
+        assert reader.tables() == {k.value: 3 for k in Kind}
+    finally:
+        reader.close()
