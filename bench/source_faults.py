@@ -1,8 +1,8 @@
 """The agent beside a misbehaving dcgm-exporter endpoint: other collectors' ticks, RSS, SIGTERM.
 
-    python bench/source_faults.py [--seconds 25] [--faults huge,slow,hang,garbage,dead]
+    python bench/source_faults.py [--seconds 25] [--hosts 1] [--faults huge,slow,hang,garbage,dead]
 
-For each fault, starts `gpulens agent` on loopback with the simulated collector (1 host × 4
+For each fault, starts `gpulens agent` on loopback with the simulated collector (`--hosts` × 4
 GPUs, 1 s interval, 1 s flushes) and the dcgm collector pointed at a local endpoint that
 misbehaves: `huge` streams a 200 MB page as fast as it can, `slow` sends one line a second
 and never ends, `hang` accepts and never answers, `garbage` answers 200 with 5,000 random
@@ -112,7 +112,7 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], deadline: float) -> None
     raise SystemExit("the agent did not come up in time")
 
 
-def run(fault: str, server: FaultServer, seconds: float, tmp: Path) -> dict[str, str]:
+def run(fault: str, server: FaultServer, seconds: float, hosts: int, tmp: Path) -> dict[str, str]:
     port = free_port()
     collectors = '["simulated"]' if fault == "none" else '["simulated", "dcgm"]'
     dcgm = (
@@ -122,7 +122,7 @@ def run(fault: str, server: FaultServer, seconds: float, tmp: Path) -> dict[str,
     config = tmp / f"{fault}.toml"
     config.write_text(
         f'data_dir = "{data}"\nhost = "bench"\n[collect]\ncollectors = {collectors}\n'
-        f'[store]\nflush_seconds = 1.0\n[simulated]\nhosts = 1\n[dcgm]\nurls = ["{dcgm}"]\n'
+        f'[store]\nflush_seconds = 1.0\n[simulated]\nhosts = {hosts}\n[dcgm]\nurls = ["{dcgm}"]\n'
         f'[agent]\nlisten = "127.0.0.1:{port}"\n',
         encoding="utf-8",
     )
@@ -185,7 +185,7 @@ def _ticks(data: Path, start_s: float, end_s: float) -> int:
         return 0
     ((count,),) = duckdb.sql(
         f"SELECT count(DISTINCT ts) FROM read_parquet({files!r}, union_by_name=true) "
-        f"WHERE host LIKE 'sim-%' AND epoch(ts) >= {start_s} AND epoch(ts) < {end_s}"
+        f"WHERE host = 'sim-node-0' AND epoch(ts) >= {start_s} AND epoch(ts) < {end_s}"
     ).fetchall()
     return int(count)
 
@@ -193,6 +193,7 @@ def _ticks(data: Path, start_s: float, end_s: float) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=25.0)
+    parser.add_argument("--hosts", type=int, default=1, help="simulated hosts of 4 GPUs")
     parser.add_argument("--faults", default="none,huge,slow,hang,garbage,dead")
     args = parser.parse_args()
     server = FaultServer()
@@ -200,7 +201,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="gpulens-faults-") as tmp:
             for fault in args.faults.split(","):
-                rows.append(run(fault, server, args.seconds, Path(tmp)))
+                rows.append(run(fault, server, args.seconds, args.hosts, Path(tmp)))
                 print(rows[-1], file=sys.stderr, flush=True)
     finally:
         server.stop()
