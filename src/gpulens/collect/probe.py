@@ -127,7 +127,7 @@ def probe_dcgm(
     import httpx
 
     from gpulens.collect.dcgm.parse import parse_exposition
-    from gpulens.collect.dcgm.scrape import MAX_PAGE_BYTES, get_page
+    from gpulens.collect.dcgm.scrape import MAX_PAGE_BYTES, get_page, public_url
     from gpulens.errors import GpulensError
     from gpulens.model import Kind
 
@@ -135,26 +135,27 @@ def probe_dcgm(
     failures, found = [], []
     with httpx.Client(follow_redirects=True) as client:
         for url in urls:
+            name = public_url(url)
             try:
                 page = get_page(client, url, timeout_s, limit)
                 gpus = {
                     (r.labels.get("host"), r.labels.get("gpu_uuid"))
-                    for r in parse_exposition(page, url, time.time_ns()).readings
+                    for r in parse_exposition(page, name, time.time_ns()).readings
                     if r.kind is Kind.GPU
                 }
             except httpx.HTTPError as exc:
-                failures.append(f"{url}: {type(exc).__name__}: {exc}")
+                failures.append(f"{name}: {type(exc).__name__}: {str(exc).replace(url, name)}")
                 continue
             except GpulensError as exc:
                 failures.append(str(exc))
                 continue
             if not gpus:
                 failures.append(
-                    f"{url}: answers, but its page has no GPU series (DCGM_FI_*): is it "
+                    f"{name}: answers, but its page has no GPU series (DCGM_FI_*): is it "
                     "dcgm-exporter's /metrics?"
                 )
                 continue
-            found.append(f"{url}: {len(gpus)} GPU(s)")
+            found.append(f"{name}: {len(gpus)} GPU(s)")
     if failures:
         return SourceStatus(
             "dcgm",

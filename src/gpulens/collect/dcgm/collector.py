@@ -108,9 +108,10 @@ class DcgmExporterCollector:
         return messages[-1] if messages else None
 
     def endpoint_health(self) -> list[EndpointHealth]:
-        """Each URL's state: up (last scrape good), failed scrapes, last success, last error."""
+        """Each URL's state (named without its user and password): up (last scrape good),
+        failed scrapes, last success, last error."""
         return [
-            EndpointHealth(s.url, s.up, s.errors, s.last_success_ns, s.last_error)
+            EndpointHealth(s.name, s.up, s.errors, s.last_success_ns, s.last_error)
             for s in self._scrapers
         ]
 

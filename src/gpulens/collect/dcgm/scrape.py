@@ -8,6 +8,7 @@ page as decoded (a huge or endless page is cut off at the limit, never held in m
 `trigger()` is called (and once at start), parses the page (pure, `parse.parse_exposition`)
 and keeps the latest result for `take()`. Nothing here raises into the caller's thread:
 failures are counted and the last one is kept as text, with the time of the last success.
+A URL's user and password never appear in a message or label (`public_url`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,15 @@ class Cutoff:
         self._timer.cancel()
 
 
+def public_url(url: str) -> str:
+    """`url` without its user and password, for messages and metric labels."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        return url
+    return str(parsed.copy_with(userinfo=b"")) if parsed.userinfo else url
+
+
 def _shut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):  # already closed
         sock.shutdown(socket.SHUT_RDWR)
@@ -92,6 +102,7 @@ def get_page(
     `on_cutoff` is told the attempt's Cutoff (and None when it ends), so that another thread
     can abort the request."""
     started = time.monotonic()
+    name = public_url(url)
     cutoff = Cutoff(deadline_s)
     if on_cutoff is not None:
         on_cutoff(cutoff)
@@ -103,12 +114,12 @@ def get_page(
             response.raise_for_status()
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > max_bytes:
-                raise _too_large(url, max_bytes, f"it declares {int(declared):,} bytes")
+                raise _too_large(name, max_bytes, f"it declares {int(declared):,} bytes")
             chunks: list[bytes] = []
             for chunk in response.iter_bytes():
                 size += len(chunk)
                 if size > max_bytes:
-                    raise _too_large(url, max_bytes, "it goes on past that")
+                    raise _too_large(name, max_bytes, "it goes on past that")
                 if cutoff.fired:
                     break
                 chunks.append(chunk)
@@ -118,7 +129,7 @@ def get_page(
     except httpx.HTTPError:
         if cutoff.fired or time.monotonic() - started >= deadline_s:
             raise DeadlinePassed(
-                f"{url}: no complete page within {deadline_s:g} s (dcgm.timeout_seconds; "
+                f"{name}: no complete page within {deadline_s:g} s (dcgm.timeout_seconds; "
                 f"{size:,} bytes by then): check that dcgm-exporter runs there and is not "
                 "overloaded, or raise dcgm.timeout_seconds"
             ) from None
@@ -163,8 +174,10 @@ def fetch(
             last = exc
         if attempt < retries and not wait(backoff_s * (2**attempt)):
             break
+    name = public_url(url)
     raise SourceUnavailable(
-        f"{url}: dcgm-exporter did not answer ({type(last).__name__}: {last}) after "
+        f"{name}: dcgm-exporter did not answer ({type(last).__name__}: "
+        f"{str(last).replace(url, name)}) after "
         f"{retries + 1} attempt(s); expected its /metrics page: check that dcgm-exporter runs "
         "and listens there (default port 9400) and that this host may reach it"
     )
@@ -198,6 +211,7 @@ class Scraper:
         max_bytes: int = MAX_PAGE_BYTES,
     ) -> None:
         self.url = url
+        self.name = public_url(url)
         self.scrapes = 0
         self.errors = 0
         self.up: bool | None = None
@@ -277,12 +291,12 @@ class Scraper:
                 on_cutoff=self._set_cutoff,
             )
             ts = self._clock.now_ns()
-            result = parse_exposition(text, self.url, ts, self._host)
+            result = parse_exposition(text, self.name, ts, self._host)
         except GpulensError as exc:
             self._fail(str(exc))
             return
         except Exception as exc:  # never let the thread die: count it like any failure
-            self._fail(f"{self.url}: unexpected {type(exc).__name__}: {exc}")
+            self._fail(f"{self.name}: unexpected {type(exc).__name__}: {exc}")
             return
         with self._lock:
             self._latest = Scrape(ts, result)

@@ -103,3 +103,17 @@ def test_closing_aborts_a_request_in_flight(server: FaultServer) -> None:
     scraper.close(2.0)
     assert time.monotonic() - started < 0.5
     assert not any(t.name == "test-scraper" for t in threading.enumerate())
+
+
+def test_endpoint_labels_and_errors_carry_no_password(server: FaultServer) -> None:
+    url = server.url("garbage").replace("http://", "http://admin:hunter2@")
+    c = DcgmExporterCollector([url], timeout_s=1.0, backoff_s=0.0)
+    try:
+        deadline = time.monotonic() + 5
+        while c.errors[url] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (health,) = c.endpoint_health()
+        assert health.endpoint == server.url("garbage")
+        assert "hunter2" not in str(health.last_error)
+    finally:
+        c.close()
