@@ -22,12 +22,18 @@ How it reads (see docs/traces.md):
   is kept, for the metadata. Peak ≈ the columns (≈ 90 B per event) + one parsed slice, whatever
   the input size. The cyclic garbage collector is paused while loading (parsed JSON has no
   cycles; its passes over millions of fresh objects would double the time).
+* Only a top-level `traceEvents` is read: the root object's members are walked in C
+  (`_scan.members`, one linear pass), so one nested in another value is never taken for it.
+* Bounded (`TraceLimits`, the `limits.*` settings; docs/traces.md "Limits"): the inflated bytes,
+  the events, each string's length and the nesting inside an event; past one, InputTooLarge.
+  Text whose root is not an object or an array (NUL bytes, garbage) is refused from its first
+  bytes; whitespace is skipped in C and never held.
 * Exact times: see times.py.
-* Input that cannot be cut (not JSON, no `traceEvents`, …) is parsed whole with orjson, which
-  gives the precise format error: from the text still held when nothing was dropped yet, else
-  read again from the start (bytes, or a seekable stream). A stream that cannot seek, and whose
-  text already went by, gets the streaming parser's reason instead. `chunk_bytes=None` parses
-  whole on purpose. One difference from orjson: neither the scanner nor msgspec checks the UTF-8
+* Input that cannot be cut (not JSON, …) is parsed whole with orjson when it is at most
+  HELD_BYTES, which gives the precise format error: from the text still held when nothing was
+  dropped yet, else read again from the start (bytes, or a seekable stream). A larger input, or
+  a stream that cannot seek whose text already went by, gets the streaming parser's reason
+  instead. `chunk_bytes=None` parses whole on purpose. One difference from orjson: neither the scanner nor msgspec checks the UTF-8
   of the fields it skips, so a slice with invalid UTF-8 in an unread field still loads.
 """
 
