@@ -25,6 +25,7 @@ TYPOS: dict[str, tuple[str, str]] = {
     "agent": ("--lisen", "--listen"),
     "top": ("--simulatd", "--simulated"),
     "rules": ("--idle-fro", "--idle-for"),
+    "fleet": ("--sequnce", "--sequence"),
 }
 #: command → arguments that leave out a required argument or an option's value
 MISSING: dict[str, list[str]] = {
@@ -38,6 +39,7 @@ MISSING: dict[str, list[str]] = {
     "agent": ["--listen"],
     "top": ["--interval"],
     "rules": ["--output"],
+    "fleet": ["--sequence"],
 }
 #: a mistyped command → the command it should suggest
 COMMAND_TYPOS = {
@@ -51,6 +53,7 @@ COMMAND_TYPOS = {
     "agnet": "agent",
     "topp": "top",
     "rulse": "rules",
+    "flete": "fleet",
 }
 
 

@@ -1,0 +1,1 @@
+"""Cluster analysis: allocation per queue, pending-while-idle, fragmentation (pure)."""

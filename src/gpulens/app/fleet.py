@@ -1,0 +1,225 @@
+"""`gpulens fleet`: the cluster summary from scheduler sources.
+
+Every source becomes the cluster sequence of `gpulens.cluster_schema` (queue × step: total,
+in use, pending GPUs): a sequence CSV directly, a job log or Slurm accounting (sacct) through
+`analyze.cluster.timeline`, a squeue or Kubernetes snapshot as one step. The sequences are
+analysed together (`analyze.cluster.queues`), node tables give fragmentation, and the fleet
+rules turn both into findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from gpulens.analyze.cluster.fragmentation import QueueFragmentation, fragmentation, usable
+from gpulens.analyze.cluster.grid import to_grid
+from gpulens.analyze.cluster.queues import ClusterSummary, summarise
+from gpulens.analyze.cluster.snapshot import gpus_by, snapshot_sequence
+from gpulens.analyze.cluster.timeline import jobs_to_sequence
+from gpulens.cluster_schema import (
+    GPUS,
+    IN_USE,
+    JOB_SCHEMA,
+    NODE_SCHEMA,
+    NODE_STATE,
+    PENDING,
+    QUEUE,
+    QUEUES,
+    SEQUENCE_SCHEMA,
+    TOTAL,
+    TS,
+    USED,
+    USER,
+)
+from gpulens.collect.scheduler.joblog import job_roles, read_job_logs
+from gpulens.collect.scheduler.kubernetes import read_kubernetes
+from gpulens.collect.scheduler.sequence_csv import read_sequences, sequence_roles
+from gpulens.collect.scheduler.slurm import SlurmState, read_slurm, run_slurm
+from gpulens.errors import ConfigError
+from gpulens.findings.fleet import FleetContext, run_fleet_rules
+from gpulens.findings.model import Finding
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSources:
+    """What `gpulens fleet` reads. `maps` apply to the CSV sources (sequence or job log);
+    `header` names the columns of CSV files without a header row; `capacity` gives queue →
+    GPUs where the source does not say; `now_s` is the time of snapshots that carry none."""
+
+    sequences: Sequence[Path] = ()
+    jobs: Sequence[Path] = ()
+    slurm: Sequence[Path] = ()
+    slurm_commands: Sequence[str] = ()
+    k8s: Sequence[Path] = ()
+    maps: Sequence[str] = ()
+    queue_from: str | None = None
+    header: Sequence[str] | None = None
+    capacity: Mapping[str, float] = field(default_factory=dict)
+    step_s: int | None = None
+    now_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    """The cluster summary, what it was read from, findings, and what is unknown."""
+
+    summary: ClusterSummary
+    findings: list[Finding]
+    fragmentation: tuple[QueueFragmentation, ...]
+    held_by_user: dict[str, float]
+    sources: list[str]
+    notes: list[str]
+
+
+def parse_capacity(specs: Sequence[str]) -> dict[str, float]:
+    """``QUEUE=GPUS`` pairs (comma-separated or repeated) → capacity per queue."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        for pair in (p.strip() for p in spec.split(",") if p.strip()):
+            name, sep, value = pair.partition("=")
+            try:
+                gpus = float(value)
+            except ValueError:
+                gpus = -1.0
+            if not sep or not name.strip() or gpus < 0:
+                raise ConfigError(f"--capacity {pair!r}: expected QUEUE=GPUS, such as gpu=64")
+            out[name.strip()] = gpus
+    return out
+
+
+def _node_capacity(nodes: pa.Table) -> dict[str, float]:
+    caps: dict[str, float] = {}
+    for node in nodes.select([NODE_STATE, GPUS, QUEUES]).to_pylist():
+        if usable(str(node[NODE_STATE] or "")):
+            for queue in str(node[QUEUES] or "").split(","):
+                if queue:
+                    caps[queue] = caps.get(queue, 0.0) + (node[GPUS] or 0.0)
+    return caps
+
+
+def run_fleet(src: FleetSources) -> FleetView:
+    """Read every source, build the cluster sequence, analyse it, run the fleet rules."""
+    if not (src.sequences or src.jobs or src.slurm or src.slurm_commands or src.k8s):
+        raise ConfigError(
+            "gpulens fleet needs a source: --sequence FILE, --jobs FILE, --slurm FILE, "
+            "--slurm-run squeue|sacct|sinfo or --k8s FILE"
+        )
+    if src.sequences and src.jobs and src.maps:
+        raise ConfigError("--map serves one CSV layout: run --sequence and --jobs separately")
+    step = src.step_s or 60
+    parts: list[pa.Table] = []
+    described: list[str] = []
+    notes: list[str] = []
+    jobs_seen: list[pa.Table] = []
+    nodes_seen: list[pa.Table] = []
+    if src.sequences:
+        roles = sequence_roles(src.maps, src.queue_from)
+        parts.append(read_sequences(src.sequences, roles, src.queue_from, src.header))
+        described.append(f"cluster sequence: {len(src.sequences)} file(s)")
+    if src.jobs:
+        jobs = read_job_logs(src.jobs, job_roles(src.maps), src.header)
+        parts.append(jobs_to_sequence(jobs, step, src.capacity))
+        jobs_seen.append(jobs)
+        described.append(f"job log: {len(src.jobs)} file(s), {jobs.num_rows} jobs")
+    if src.slurm or src.slurm_commands:
+        _slurm(src, step, parts, described, jobs_seen, nodes_seen)
+    if src.k8s:
+        for path in src.k8s:
+            state = read_kubernetes(path)
+            jobs_seen.append(state.jobs)
+            nodes_seen.append(state.nodes)
+            nodes = state.nodes if state.nodes.num_rows else None
+            parts.append(snapshot_sequence(state.jobs, nodes, src.now_s))
+            described.append(
+                f"Kubernetes: {path.name}, {state.jobs.num_rows} GPU pods/workloads, "
+                f"{state.nodes.num_rows} nodes"
+            )
+    sequence = pa.concat_tables(parts)
+    if sequence.num_rows == 0:
+        raise ConfigError("the sources hold no queue with GPUs, in use or pending")
+    summary = summarise(to_grid(sequence, src.step_s))
+    unknown = [q.name for q in summary.queues if q.gpus != q.gpus]
+    if unknown:
+        notes.append(
+            f"total GPUs unknown for {', '.join(unknown[:8])}: allocation and idle GPUs are "
+            "unknown there; pass --capacity QUEUE=GPUS (or a node list with --slurm/--k8s)"
+        )
+    all_jobs = pa.concat_tables(jobs_seen) if jobs_seen else JOB_SCHEMA.empty_table()
+    all_nodes = pa.concat_tables(nodes_seen) if nodes_seen else NODE_SCHEMA.empty_table()
+    frag = tuple(fragmentation(all_nodes, all_jobs)) if all_nodes.num_rows else ()
+    ctx = FleetContext(summary=summary, fragmentation=frag)
+    findings = run_fleet_rules(ctx)
+    notes.extend(f"rule {e.rule_id} failed: {e.error}: {e.message}" for e in ctx.errors)
+    return FleetView(
+        summary=summary,
+        findings=findings,
+        fragmentation=frag,
+        held_by_user=gpus_by(all_jobs, USER) if all_jobs.num_rows else {},
+        sources=described,
+        notes=notes,
+    )
+
+
+def _slurm(
+    src: FleetSources,
+    step: int,
+    parts: list[pa.Table],
+    described: list[str],
+    jobs_seen: list[pa.Table],
+    nodes_seen: list[pa.Table],
+) -> None:
+    """Slurm files: node lists give capacity; sacct is a history, squeue one snapshot."""
+    for command in src.slurm_commands:
+        if command not in ("squeue", "sacct", "sinfo"):
+            raise ConfigError(f"--slurm-run {command!r}: use squeue, sacct or sinfo")
+    named: list[tuple[str, SlurmState]] = [(p.name, read_slurm(p)) for p in src.slurm]
+    named += [(f"{c} --json", run_slurm(c)) for c in src.slurm_commands]
+    states = [state for _, state in named]
+    for state in states:
+        nodes_seen.append(state.nodes)
+    nodes = pa.concat_tables(nodes_seen) if nodes_seen else NODE_SCHEMA.empty_table()
+    capacity = {**_node_capacity(nodes), **src.capacity}
+    for name, state in named:
+        kind = "sacct" if state.accounting else "squeue" if state.jobs.num_rows else "nodes"
+        described.append(
+            f"Slurm {kind} ({state.data_parser or 'unknown data_parser'}): {name}, "
+            f"{state.jobs.num_rows} jobs, {state.nodes.num_rows} nodes"
+        )
+        if state.jobs.num_rows == 0:
+            continue
+        jobs_seen.append(state.jobs)
+        if state.accounting:
+            parts.append(jobs_to_sequence(state.jobs, step, capacity))
+        else:
+            node_table = nodes if nodes.num_rows else None
+            parts.append(snapshot_sequence(state.jobs, node_table, state.snapshot_s or src.now_s))
+    if not any(s.jobs.num_rows for s in states) and nodes.num_rows:
+        parts.append(_nodes_only(nodes, src.now_s))
+
+
+def _nodes_only(nodes: pa.Table, ts_s: int) -> pa.Table:
+    """One step from node lists alone: total and used GPUs per partition, pending unknown."""
+    totals: dict[str, float] = {}
+    used: dict[str, float] = {}
+    for node in nodes.select([NODE_STATE, GPUS, USED, QUEUES]).to_pylist():
+        if not usable(str(node[NODE_STATE] or "")) or not node[GPUS]:
+            continue
+        for queue in str(node[QUEUES] or "").split(","):
+            if queue:
+                totals[queue] = totals.get(queue, 0.0) + node[GPUS]
+                used[queue] = used.get(queue, 0.0) + (node[USED] or 0.0)
+    names = sorted(totals)
+    return pa.table(
+        {
+            TS: [ts_s] * len(names),
+            QUEUE: names,
+            TOTAL: [totals[n] for n in names],
+            IN_USE: [used[n] for n in names],
+            PENDING: [None] * len(names),
+        },
+        schema=SEQUENCE_SCHEMA,
+    )

@@ -1,0 +1,103 @@
+"""`gpulens fleet`: the cluster summary of scheduler sources (registered on the app by cli.py).
+
+Sources: cluster sequence CSVs (--sequence), job logs (--jobs), Slurm JSON (--slurm, or
+--slurm-run to run squeue/sacct/sinfo here) and Kubernetes dumps (--k8s). The work is
+app/fleet.py's; the output is present/reports/cluster.py's.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpulens.present.console import app, err
+
+
+class FleetFormat(StrEnum):
+    terminal = "terminal"
+    markdown = "markdown"
+    html = "html"
+    json = "json"
+
+
+@app.command()
+def fleet(
+    sequence: Annotated[
+        list[Path] | None,
+        typer.Option(help="Cluster sequence CSV (per step: total, in use, pending GPUs)."),
+    ] = None,
+    jobs: Annotated[
+        list[Path] | None,
+        typer.Option(help="Job log CSV (submit, start, end, GPUs, queue, user per job)."),
+    ] = None,
+    slurm: Annotated[
+        list[Path] | None,
+        typer.Option(help="Slurm JSON: squeue --json, sacct --json or sinfo --json output."),
+    ] = None,
+    slurm_run: Annotated[
+        list[str] | None,
+        typer.Option(help="Run squeue, sacct or sinfo --json here and read its output."),
+    ] = None,
+    k8s: Annotated[
+        list[Path] | None,
+        typer.Option(help="Kubernetes pods (and nodes): kubectl get ... -o json or -o yaml."),
+    ] = None,
+    map: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Columns of the CSV: ROLE=COLUMN[:UNIT],... (sequence: time, total, in_use, "
+            "pending, queue; job log: submit, start, end, gpus, count, queue, user, job, state)."
+        ),
+    ] = None,
+    queue_from: Annotated[
+        str | None,
+        typer.Option(help="Where a sequence's queue is named: file, parent-dir or column:NAME."),
+    ] = None,
+    columns: Annotated[
+        str | None,
+        typer.Option(help="Column names, comma-separated, of CSV files without a header row."),
+    ] = None,
+    capacity: Annotated[
+        list[str] | None,
+        typer.Option(help="GPUs per queue where the source does not say: QUEUE=GPUS,..."),
+    ] = None,
+    step: Annotated[
+        int | None, typer.Option(help="Step in seconds (default: the sequence's own, or 60).")
+    ] = None,
+    format: Annotated[FleetFormat, typer.Option(help="Output format.")] = FleetFormat.terminal,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file.")
+    ] = None,
+) -> None:
+    """The cluster summary: allocation per queue and pooled, pending-while-idle,
+    fragmentation, findings."""
+    from gpulens.app.fleet import FleetSources, parse_capacity, run_fleet
+    from gpulens.errors import ConfigError
+    from gpulens.present.reports.cluster import RENDERERS
+
+    if step is not None and step <= 0:
+        raise ConfigError(f"--step {step}: give a number of seconds above 0")
+    sources = FleetSources(
+        sequences=sequence or [],
+        jobs=jobs or [],
+        slurm=slurm or [],
+        slurm_commands=slurm_run or [],
+        k8s=k8s or [],
+        maps=map or [],
+        queue_from=queue_from,
+        header=[c.strip() for c in columns.split(",")] if columns else None,
+        capacity=parse_capacity(capacity or []),
+        step_s=step,
+        now_s=int(time.time()),
+    )
+    text = RENDERERS[format.value](run_fleet(sources))
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"wrote {output}")
+    else:
+        sys.stdout.write(text)

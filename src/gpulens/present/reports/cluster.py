@@ -1,0 +1,277 @@
+"""Renders a FleetView (`gpulens fleet`) as JSON, terminal text, Markdown or HTML.
+
+The JSON keys are documented in docs/fleet.md: ratios are 0..1, GPU counts are GPUs, GPU-time
+is in GPU-hours (`*_gpu_hours`), times are ISO 8601 UTC; unknown is null, never 0.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from gpulens.app.fleet import FleetView
+from gpulens.findings.model import Evidence, Finding
+from gpulens.present import format as human
+from gpulens.present.reports.markup import html_table, md_table, page_css
+
+SCHEMA_VERSION = 1
+
+#: the unit each evidence row of the fleet rules is in
+EVIDENCE_UNITS = {
+    "pending_while_idle_share": "ratio",
+    "pending_while_idle_gpu_hours": "GPU-h",
+    "pooled_allocation": "ratio",
+    "steps": "steps",
+    "fragmented_gpus": "GPUs",
+    "free_gpus": "GPUs",
+    "largest_free_block": "GPUs",
+}
+
+
+def _n(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def _iso(ts_s: int) -> str:
+    return datetime.fromtimestamp(ts_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_dict(view: FleetView) -> dict[str, Any]:
+    """The JSON document of `gpulens fleet --format json`."""
+    s = view.summary
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "window": {
+            "start": _iso(s.start_s),
+            "end": _iso(s.end_s),
+            "step_s": s.step_s,
+            "steps": s.steps,
+        },
+        "sources": view.sources,
+        "pooled_allocation": _n(s.pooled_allocation),
+        "gpus": _n(s.gpus),
+        "gpu_hours": s.gpu_hours,
+        "in_use_gpu_hours": s.in_use_gpu_hours,
+        "pending_gpu_hours": s.pending_gpu_hours,
+        "pending_while_idle_share": _n(s.pending_while_idle_share),
+        "pending_while_idle_gpu_hours": s.pending_while_idle_gpu_hours,
+        "queues": [
+            {
+                "name": q.name,
+                "gpus": _n(q.gpus),
+                "allocation": _n(q.allocation),
+                "allocation_quartiles": [_n(x) for x in q.allocation_quartiles],
+                "pending_while_idle_share": _n(q.pending_while_idle_share),
+                "gpu_hours": q.gpu_hours,
+                "in_use_gpu_hours": q.in_use_gpu_hours,
+                "idle_gpu_hours": q.idle_gpu_hours,
+                "pending_gpu_hours": q.pending_gpu_hours,
+                "pending_steps_share": _n(q.pending_steps_share),
+                "waited_while_idle_gpu_hours": q.waited_while_idle_gpu_hours,
+                "idle_while_others_waited_gpu_hours": q.idle_while_others_waited_gpu_hours,
+                "steps": q.steps,
+            }
+            for q in s.queues
+        ],
+        "fragmentation": [
+            {
+                "queue": f.queue,
+                "nodes": f.nodes,
+                "gpus": f.gpus,
+                "free_gpus": f.free_gpus,
+                "largest_free_block": f.largest_free_block,
+                "free_per_node": list(f.free_per_node),
+                "pending_job_gpus": list(f.pending_sizes),
+                "fragmented_jobs": list(f.fragmented_jobs),
+                "fragmented_gpus": f.fragmented_gpus,
+                "stranded_gpus": f.stranded_gpus,
+            }
+            for f in view.fragmentation
+        ],
+        "gpus_held_by_user": [{"user": u, "gpus": g} for u, g in view.held_by_user.items()],
+        "findings": [f.to_dict() for f in view.findings],
+        "notes": view.notes,
+    }
+
+
+def render_json(view: FleetView) -> str:
+    return orjson.dumps(to_dict(view), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _gpus(x: float) -> str:
+    return human.number(_n(x)) + " GPUs" if _n(x) is not None else human.MISSING
+
+
+def _hours(x: float) -> str:
+    return human.number(x) + " GPU-h"
+
+
+def _quartiles(q: tuple[float, float, float]) -> str:
+    return " / ".join(human.percent(_n(x)) for x in q)
+
+
+QUEUE_HEADERS = (
+    "queue",
+    "GPUs",
+    "allocation",
+    "q1 / median / q3",
+    "idle",
+    "pending",
+    "pending while idle elsewhere",
+)
+
+
+def _queue_rows(view: FleetView) -> list[list[str]]:
+    return [
+        [
+            q.name,
+            _gpus(q.gpus),
+            human.percent(_n(q.allocation)),
+            _quartiles(q.allocation_quartiles),
+            _hours(q.idle_gpu_hours),
+            _hours(q.pending_gpu_hours),
+            f"{human.percent(_n(q.pending_while_idle_share))} of steps, "
+            f"{_hours(q.waited_while_idle_gpu_hours)}",
+        ]
+        for q in view.summary.queues
+    ]
+
+
+def _headline(view: FleetView) -> list[str]:
+    s = view.summary
+    return [
+        f"window: {_iso(s.start_s)} to {_iso(s.end_s)}, {s.steps} steps of {s.step_s} s",
+        f"sources: {'; '.join(view.sources)}",
+        f"pooled allocation: {human.percent(_n(s.pooled_allocation))} of "
+        f"{_hours(s.gpu_hours)} ({_hours(s.in_use_gpu_hours)} in use)",
+        f"pending while idle: {human.percent(_n(s.pending_while_idle_share))} of the steps, "
+        f"{_hours(s.pending_while_idle_gpu_hours)} could have moved",
+        f"pending demand: {_hours(s.pending_gpu_hours)}",
+    ]
+
+
+def _evidence(e: Evidence) -> str:
+    unit = EVIDENCE_UNITS.get(e.metric, "")
+    shown = (
+        human.percent(_n(e.value))
+        if unit == "ratio"
+        else f"{human.number(_n(e.value))} {unit}".strip()
+    )
+    if e.comparison and e.threshold is not None:
+        limit = (
+            human.percent(e.threshold)
+            if unit == "ratio"
+            else f"{human.number(e.threshold)} {unit}".strip()
+        )
+        shown += f" ({e.comparison} {limit})"
+    return f"{e.metric} = {shown}" + (f"; {e.note}" if e.note else "")
+
+
+def _frag_rows(view: FleetView) -> list[list[str]]:
+    return [
+        [
+            f.queue,
+            str(f.nodes),
+            _gpus(f.free_gpus),
+            _gpus(f.largest_free_block),
+            _gpus(f.stranded_gpus),
+            ", ".join(human.number(x) for x in f.pending_sizes) or "-",
+            ", ".join(f.fragmented_jobs) or "-",
+        ]
+        for f in view.fragmentation
+    ]
+
+
+FRAG_HEADERS = (
+    "queue",
+    "nodes",
+    "free",
+    "most free on one node",
+    "stranded (no CPU left)",
+    "pending jobs (GPUs)",
+    "fragmented out",
+)
+
+
+def _finding_lines(f: Finding) -> list[str]:
+    return [
+        f"[{f.severity.value}] {f.rule_id}: {f.summary}",
+        *(f"  - {_evidence(e)}" for e in f.evidence),
+        f"  fix: {f.recommendation}",
+        f"  see {f.docs}",
+    ]
+
+
+def _text_table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def render_terminal(view: FleetView) -> str:
+    out = ["gpulens fleet", *_headline(view), "", *_text_table(QUEUE_HEADERS, _queue_rows(view))]
+    if view.fragmentation:
+        out += ["", "fragmentation", *_text_table(FRAG_HEADERS, _frag_rows(view))]
+    if view.held_by_user:
+        top = list(view.held_by_user.items())[:10]
+        out += ["", "GPUs held by user: " + ", ".join(f"{u} {_gpus(g)}" for u, g in top)]
+    out += ["", f"findings: {len(view.findings)}"]
+    for f in view.findings:
+        out += _finding_lines(f)
+    out += [f"note: {n}" for n in view.notes]
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(view: FleetView) -> str:
+    out = ["# gpulens fleet", "", *(f"- {line}" for line in _headline(view)), ""]
+    out += ["## Queues", "", *md_table(QUEUE_HEADERS, _queue_rows(view))]
+    if view.fragmentation:
+        out += ["## Fragmentation", "", *md_table(FRAG_HEADERS, _frag_rows(view))]
+    out += ["## Findings", ""]
+    for f in view.findings:
+        out += [f"### {f.rule_id} ({f.severity.value})", "", f.summary, ""]
+        out += [f"- {_evidence(e)}" for e in f.evidence]
+        out += ["", f"Fix: {f.recommendation}", "", f"See {f.docs}.", ""]
+    if not view.findings:
+        out += ["No findings.", ""]
+    out += [f"> {n}" for n in view.notes]
+    return "\n".join(out) + "\n"
+
+
+def render_html(view: FleetView) -> str:
+    esc = html.escape
+    body = ["<h1>gpulens fleet</h1>", "<ul>"]
+    body += [f"<li>{esc(line)}</li>" for line in _headline(view)] + ["</ul>", "<h2>Queues</h2>"]
+    body.append(html_table(QUEUE_HEADERS, _queue_rows(view)))
+    if view.fragmentation:
+        body += ["<h2>Fragmentation</h2>", html_table(FRAG_HEADERS, _frag_rows(view))]
+    body.append("<h2>Findings</h2>")
+    for f in view.findings:
+        items = "".join(f"<li>{esc(_evidence(e))}</li>" for e in f.evidence)
+        body.append(
+            f'<div class="finding {esc(f.severity.value)}"><h3>{esc(f.rule_id)}</h3>'
+            f"<p>{esc(f.summary)}</p><ul>{items}</ul><p>Fix: {esc(f.recommendation)}</p></div>"
+        )
+    if not view.findings:
+        body.append("<p>No findings.</p>")
+    body += [f"<p><em>{esc(n)}</em></p>" for n in view.notes]
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>gpulens fleet</title>'
+        f"<style>{page_css(72)}</style></head><body>{''.join(body)}</body></html>\n"
+    )
+
+
+RENDERERS: dict[str, Callable[[FleetView], str]] = {
+    "json": render_json,
+    "terminal": render_terminal,
+    "markdown": render_markdown,
+    "html": render_html,
+}

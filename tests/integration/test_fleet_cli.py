@@ -1,0 +1,137 @@
+"""`gpulens fleet` as a user runs it: a cluster sequence with --map, the real Slurm and
+Kubernetes samples, and bad input (one line naming the file, the right exit code)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RACK = "data/scheduler/rackslab_Slurm-web/tests/assets/slurmrestd"
+
+
+def fleet(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+    env["COLUMNS"] = "400"
+    return subprocess.run(
+        [sys.executable, "-m", "gpulens", "fleet", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.fixture
+def sequence(tmp_path: Path) -> list[str]:
+    """Two queues, four minutes: a (8 GPUs) waits while b (4 GPUs) idles, then the reverse."""
+    data = {
+        "a": [(8, 8, 2), (8, 8, 0), (8, 4, 0), (8, 4, 0)],
+        "b": [(4, 0, 0), (4, 4, 0), (4, 4, 3), (4, 2, 0)],
+    }
+    paths = []
+    for queue, rows in data.items():
+        path = tmp_path / queue / "seq.csv"
+        path.parent.mkdir()
+        with path.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["minute", "gpus", "busy", "waiting"])
+            w.writerows((1764374400 + 60 * i, *r) for i, r in enumerate(rows))
+        paths += ["--sequence", str(path)]
+    return paths
+
+
+def test_sequence_json(sequence: list[str]) -> None:
+    result = fleet(
+        *sequence,
+        "--map", "time=minute,total=gpus,in_use=busy,pending=waiting",
+        "--queue-from", "parent-dir",
+        "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    # by hand: in use 8+8+4+4 + 0+4+4+2 = 34 of 4×12 = 48 GPU-minutes
+    assert doc["pooled_allocation"] == pytest.approx(34 / 48)
+    # minute 0: a waits 2, b idles 4 → 2 move; minute 2: b waits 3, a idles 4 → 3 move
+    assert doc["pending_while_idle_share"] == pytest.approx(0.5)
+    assert doc["pending_while_idle_gpu_hours"] == pytest.approx(5 / 60)
+    queues = {q["name"]: q for q in doc["queues"]}
+    assert queues["a"]["gpus"] == 8 and queues["a"]["allocation"] == pytest.approx(24 / 32)
+    assert queues["a"]["allocation_quartiles"] == pytest.approx([0.5, 0.75, 1.0])
+    assert queues["b"]["allocation_quartiles"] == pytest.approx([0.375, 0.75, 1.0])
+    assert queues["b"]["pending_while_idle_share"] == pytest.approx(0.25)
+    assert doc["window"] == {
+        "start": "2025-11-29T00:00:00Z",
+        "end": "2025-11-29T00:04:00Z",
+        "step_s": 60,
+        "steps": 4,
+    }
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "html"])
+def test_sequence_other_formats(sequence: list[str], fmt: str) -> None:
+    result = fleet(
+        *sequence,
+        "--map", "time=minute,total=gpus,in_use=busy,pending=waiting",
+        "--queue-from", "parent-dir",
+        "--format", fmt,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "pooled allocation: 71% of 0.8 GPU-h" in result.stdout
+    assert "8 GPUs" in result.stdout
+
+
+def test_real_slurm_snapshot_with_nodes(shared: Path) -> None:
+    """squeue (v0.0.44): job 5557 runs on 4 GPUs (counted from gres, not TRES); the node list
+    gives partition gpu its 16 GPUs."""
+    result = fleet(
+        "--slurm", str(shared / RACK / "25.11/0.0.44/slurm-job-gpus-running.json"),
+        "--slurm", str(shared / RACK / "25.11/0.0.44/slurm-nodes.json"),
+        "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    gpu = next(q for q in doc["queues"] if q["name"] == "gpu")
+    assert (gpu["gpus"], gpu["allocation"]) == (16.0, 0.25)
+    assert any("Slurm squeue (v0.0.44)" in s for s in doc["sources"])
+
+
+def test_real_sacct_history(shared: Path) -> None:
+    """sacct (v0.0.41): job 10 held 4 GPUs for 30 s; capacity from --capacity."""
+    result = fleet(
+        "--slurm", str(shared / RACK / "24.05/0.0.41/slurmdb-job-gpus-completed.json"),
+        "--capacity", "gpu=8", "--step", "10", "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    [gpu] = json.loads(result.stdout)["queues"]
+    assert gpu["in_use_gpu_hours"] == pytest.approx(4 * 30 / 3600)
+
+
+def test_real_kubernetes_manifest(shared: Path) -> None:
+    pod = shared / "data/scheduler/NVIDIA_KAI-Scheduler/examples/quickstart/pods/gpu-pod.yaml"
+    result = fleet("--k8s", str(pod), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    [queue] = doc["queues"]
+    assert (queue["name"], queue["pending_gpu_hours"]) == ("default-queue", 1 / 60)
+    assert queue["gpus"] is None  # no node list: total unknown, not 0
+    assert any("total GPUs unknown" in n for n in doc["notes"])
+
+
+def test_bad_input_is_one_line(sequence: list[str]) -> None:
+    result = fleet(
+        *sequence, "--queue-from", "parent-dir", "--map", "time=minute,total=gpus,in_use=used"
+    )
+    assert result.returncode == 4
+    [line] = result.stderr.strip().splitlines()
+    assert "seq.csv: no column 'used'" in line and "--map ROLE=COLUMN" in line
+    result = fleet(*sequence, "--map", "time=minute,total=gpus")
+    assert result.returncode == 2 and "--map needs in_use" in result.stderr
+    result = fleet()
+    assert result.returncode == 2 and "needs a source" in result.stderr

@@ -1,0 +1,106 @@
+"""Cluster figures of a small hand-made sequence against ground truth computed here, step by
+step in plain Python (a brute-force max flow for pending-while-idle), not by the code under
+test."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+
+import pyarrow as pa
+import pytest
+
+from gpulens.analyze.cluster.grid import to_grid
+from gpulens.analyze.cluster.queues import summarise
+from gpulens.cluster_schema import SEQUENCE_SCHEMA
+
+T0 = 1_764_374_400
+# queue → per minute (total, in use, pending); None: no data that minute
+SEQ = {
+    "a": [(8, 8, 2), (8, 8, 0), (8, 4, 0), (8, 4, 0), (8, 6, 1), (8, 8, 3)],
+    "b": [(4, 0, 0), (4, 4, 0), (4, 4, 3), (4, 2, 0), None, (4, 1, 5)],
+    "c": [(2, 2, 1), (2, 1, 0), (2, 2, 0), (2, 2, 2), (2, 0, 0), (2, 2, 0)],
+}
+
+
+def _table() -> pa.Table:
+    rows = [
+        {"ts_s": T0 + 60 * i, "queue": q, "total_gpus": v[0], "in_use_gpus": v[1],
+         "pending_gpus": v[2]}
+        for q, values in SEQ.items()
+        for i, v in enumerate(values)
+        if v is not None
+    ]  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=SEQUENCE_SCHEMA)
+
+
+def _max_flow(pending: dict[str, int], idle: dict[str, int]) -> int:
+    """Brute force: the most GPUs moved from pending of a to idle of b != a, unit by unit,
+    trying every order of the queues' requests (tiny inputs only)."""
+    best = 0
+    units = [q for q, n in pending.items() for _ in range(n)]
+    for order in set(itertools.permutations(units)):
+        free = dict(idle)
+        moved = 0
+        for q in order:
+            donor = max((b for b in free if b != q and free[b] > 0), key=free.get, default=None)
+            if donor is not None:
+                free[donor] -= 1
+                moved += 1
+        best = max(best, moved)
+    return best
+
+
+def _truth() -> dict[str, object]:
+    steps = len(SEQ["a"])
+    movable, use, total = [], 0, 0
+    for i in range(steps):
+        now = {q: v[i] for q, v in SEQ.items() if v[i] is not None}
+        pending = {q: v[2] for q, v in now.items()}
+        idle = {q: max(v[0] - v[1], 0) for q, v in now.items()}
+        movable.append(_max_flow(pending, idle))
+        use += sum(v[1] for v in now.values())
+        total += sum(v[0] for v in now.values())
+    return {"movable": movable, "pooled": use / total}
+
+
+def test_pooled_allocation_and_pending_while_idle() -> None:
+    truth = _truth()
+    s = summarise(to_grid(_table()))
+    assert s.step_s == 60 and s.steps == 6
+    assert s.pooled_allocation == pytest.approx(truth["pooled"])
+    movable = truth["movable"]
+    assert list(s.movable) == movable
+    assert s.pending_while_idle_share == pytest.approx(sum(m > 0 for m in movable) / 6)
+    assert s.pending_while_idle_gpu_hours == pytest.approx(sum(movable) / 60)
+
+
+@pytest.mark.parametrize("name", sorted(SEQ))
+def test_per_queue(name: str) -> None:
+    values = [v for v in SEQ[name] if v is not None]
+    ratios = sorted(u / t for t, u, _ in values)
+    q = {x.name: x for x in summarise(to_grid(_table())).queues}[name]
+    assert q.gpus == max(t for t, _, _ in values)
+    assert q.allocation == pytest.approx(
+        sum(u for _, u, _ in values) / sum(t for t, _, _ in values)
+    )
+    # numpy's default percentile is the "inclusive" linear method of statistics.quantiles
+    expected = statistics.quantiles(ratios, n=4, method="inclusive")
+    assert q.allocation_quartiles == pytest.approx(tuple(expected))
+    assert q.pending_gpu_hours == pytest.approx(sum(p for _, _, p in values) / 60)
+    assert q.steps == len(values)
+
+
+def test_a_missing_minute_is_not_zero() -> None:
+    """b has no row in minute 4: its allocation is over 5 minutes, not 6 with a zero."""
+    q = {x.name: x for x in summarise(to_grid(_table())).queues}["b"]
+    assert q.gpu_hours == pytest.approx(5 * 4 / 60)
+
+
+def test_unknown_totals_give_unknown_allocation() -> None:
+    table = _table().set_column(2, "total_gpus", pa.nulls(_table().num_rows, pa.float64()))
+    s = summarise(to_grid(table))
+    assert math.isnan(s.pooled_allocation)
+    assert all(math.isnan(q.allocation) for q in s.queues)
+    assert s.pending_while_idle_gpu_hours == 0.0
