@@ -21,8 +21,9 @@ MAP_FIX = "Fix the file or the column mapping (--map ROLE=COLUMN; see docs/fleet
 def read_columns(
     path: Path, roles: RoleMap, header: Sequence[str] | None = None, delimiter: str = ","
 ) -> pa.Table:
-    """The mapped columns of `path`, as text (SchedulerInputError names a missing column).
-    `header`: the column names of a file without a header row."""
+    """The mapped columns of `path`, typed by pyarrow's inference (numbers, ISO 8601 times) or
+    text (SchedulerInputError names a missing column). `header`: the column names of a file
+    without a header row."""
     wanted = list(dict.fromkeys(col for col, _ in roles.roles.values()))
     read = pacsv.ReadOptions(column_names=list(header) if header else None)
     try:
@@ -44,9 +45,7 @@ def read_columns(
             path,
             read_options=read,
             parse_options=pacsv.ParseOptions(delimiter=delimiter),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=wanted, column_types={c: pa.string() for c in wanted}
-            ),
+            convert_options=pacsv.ConvertOptions(include_columns=wanted),
         )
     except (OSError, pa.ArrowInvalid) as exc:
         raise SchedulerInputError(str(path), f"not a readable CSV ({exc})", MAP_FIX) from None
@@ -57,8 +56,18 @@ def numbers(table: pa.Table, roles: RoleMap, role: str, source: str) -> np.ndarr
     column = roles.column(role)
     if column is None:
         return None
+    arr = table[column]
+    if (
+        pa.types.is_integer(arr.type)
+        or pa.types.is_floating(arr.type)
+        or pa.types.is_null(arr.type)
+    ):
+        values = np.array(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
+        values[~np.isfinite(values)] = np.nan
+        factor = roles.factor(role)
+        return values if factor == 1.0 else values * factor
     try:
-        values = parse_numbers(table[column], Where(source, column))
+        values = parse_numbers(arr, Where(source, column))
     except CsvImportError as exc:
         raise SchedulerInputError(source, exc.detail + f" (column {column!r})", MAP_FIX) from None
     factor = roles.factor(role)
@@ -70,7 +79,15 @@ def seconds(table: pa.Table, roles: RoleMap, role: str, source: str) -> np.ndarr
     column = roles.column(role)
     if column is None:
         return None
-    stripped = pc.utf8_trim_whitespace(table[column].combine_chunks())
+    arr = table[column]
+    if pa.types.is_timestamp(arr.type):
+        ns = pc.cast(arr, pa.timestamp("ns", arr.type.tz)).cast(pa.int64())
+        return np.asarray(ns.to_numpy(zero_copy_only=False), dtype=np.float64) / 1e9
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), np.nan)
+    if not pa.types.is_string(arr.type):
+        arr = arr.cast(pa.string())
+    stripped = pc.utf8_trim_whitespace(arr.combine_chunks())
     valid = np.asarray(pc.fill_null(pc.utf8_length(stripped), 0).to_numpy()) > 0
     out = np.full(len(stripped), np.nan)
     if not valid.any():
