@@ -88,18 +88,22 @@ def test_sequence_other_formats(sequence: list[str], fmt: str) -> None:
 
 
 def test_real_slurm_snapshot_with_nodes(shared: Path) -> None:
-    """squeue (v0.0.44): job 5557 runs on 4 GPUs (counted from gres, not TRES); the node list
-    gives partition gpu its 16 GPUs."""
+    """squeue (v0.0.44): job 5557 of jbeck runs on 4 GPUs (counted from gres, its TRES totals
+    name none); the node list (gpu1, MIXED, 1 of 4 GPUs used) gives partition gpu its total
+    and its allocation."""
     result = fleet(
         "--slurm", str(shared / RACK / "25.11/0.0.44/slurm-job-gpus-running.json"),
-        "--slurm", str(shared / RACK / "25.11/0.0.44/slurm-nodes.json"),
+        "--slurm", str(shared / RACK / "25.11/0.0.44/slurm-node-with-gpus-model-mixed.json"),
         "--format", "json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    gpu = next(q for q in doc["queues"] if q["name"] == "gpu")
-    assert (gpu["gpus"], gpu["allocation"]) == (16.0, 0.25)
+    [gpu] = doc["queues"]
+    assert (gpu["name"], gpu["gpus"], gpu["allocation"]) == ("gpu", 4.0, 0.25)
+    assert doc["gpus_held_by_user"] == [{"user": "jbeck", "gpus": 4.0}]
     assert any("Slurm squeue (v0.0.44)" in s for s in doc["sources"])
+    [frag] = doc["fragmentation"]
+    assert (frag["free_gpus"], frag["stranded_gpus"]) == (3.0, 0.0)
 
 
 def test_real_sacct_history(shared: Path) -> None:

@@ -1,9 +1,10 @@
 """A scheduler snapshot (jobs now, nodes now) → one step of the cluster sequence, and the
 GPUs held per user or queue.
 
-In use is the GPUs of running jobs per queue; pending is the GPUs of pending jobs; the total
-is the GPUs of the queue's usable nodes when the node table is given (unknown otherwise). A
-node in several partitions counts in each of them.
+Pending is the GPUs of pending jobs per queue. With a node table, the total and in-use GPUs are
+those of the queue's usable nodes (what the nodes say is allocated); without one, in use is
+the GPUs of running jobs and the total is unknown. A node in several partitions counts in each
+of them. Queues with no GPU at all (CPU partitions) are left out.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gpulens.cluster_schema import (
     STATE,
     TOTAL,
     TS,
+    USED,
 )
 
 RUNNING = frozenset({"RUNNING", "COMPLETING", "CONFIGURING"})
@@ -41,13 +43,17 @@ def snapshot_sequence(jobs: pa.Table, nodes: pa.Table | None, ts_s: int) -> pa.T
             pending[queue] += gpus or 0.0
     totals: dict[str, float] = defaultdict(float)
     if nodes is not None:
-        for node in nodes.select([NODE_STATE, GPUS, QUEUES]).to_pylist():
+        in_use = defaultdict(float)
+        for node in nodes.select([NODE_STATE, GPUS, USED, QUEUES]).to_pylist():
             if not usable(str(node[NODE_STATE] or "")):
                 continue
             for queue in str(node[QUEUES] or "").split(","):
                 if queue:
                     totals[queue] += node[GPUS] or 0.0
-    names = sorted(set(in_use) | set(pending) | set(totals))
+                    in_use[queue] += node[USED] or 0.0
+    names = sorted(
+        n for n in set(in_use) | set(pending) | set(totals) if in_use[n] or pending[n] or totals[n]
+    )
     return pa.table(
         {
             TS: [ts_s] * len(names),
@@ -66,4 +72,4 @@ def gpus_by(jobs: pa.Table, key: str) -> dict[str, float]:
     for job in jobs.select([key, STATE, GPUS]).to_pylist():
         if str(job[STATE] or "").upper() in RUNNING:
             held[str(job[key] or "(none)")] += job[GPUS] or 0.0
-    return dict(sorted(held.items(), key=lambda kv: -kv[1]))
+    return dict(sorted(((k, v) for k, v in held.items() if v > 0), key=lambda kv: -kv[1]))
