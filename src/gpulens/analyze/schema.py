@@ -36,7 +36,7 @@ Column groups (names are the contract; types in parentheses):
   ratio), `host_iowait`, `data_wait` (the job's app_data_wait_ratio), `tokens_per_s`,
   `model_parameters`, `kernel_launches_per_s`, `latency_p50_s`;
 - health (float64, null when not reported): `ecc_dbe_total` (uncorrected ECC errors since the
-  driver loaded, the interval's largest count), `xid_last` (the last XID error number).
+  driver loaded, the interval's largest count), `xid_last` (the largest XID error number reported in the interval).
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ _GPU_AGGS: tuple[Agg, ...] = (
     ),
     Agg("clock_idle", MEAN, "(clocks_event_reasons::BIGINT & 1)::DOUBLE"),  # GPU_IDLE (0x1)
     Agg("ecc_dbe_total", MAX, "ecc_dbe_volatile_total"),
-    Agg("xid_last", LAST, "xid_last"),
+    Agg("xid_last", MAX, "xid_last"),
 )
 _PROCESS_AGGS: tuple[Agg, ...] = (
     *(Agg(c, ANY) for c in ATTRIBUTION_LABELS),
