@@ -33,8 +33,9 @@ How it reads (see docs/traces.md):
   HELD_BYTES, which gives the precise format error: from the text still held when nothing was
   dropped yet, else read again from the start (bytes, or a seekable stream). A larger input, or
   a stream that cannot seek whose text already went by, gets the streaming parser's reason
-  instead. `chunk_bytes=None` parses whole on purpose. One difference from orjson: neither the scanner nor msgspec checks the UTF-8
-  of the fields it skips, so a slice with invalid UTF-8 in an unread field still loads.
+  instead. `chunk_bytes=None` parses whole on purpose. One difference from orjson: neither the
+  scanner nor msgspec checks the UTF-8 of the fields it skips, so a slice with invalid UTF-8 in
+  an unread field still loads.
 """
 
 from __future__ import annotations
