@@ -27,6 +27,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("traces.py", [], []),
     ("trace_loader.py", ["--runs", "5"], ["--runs", "1"]),
     ("startup.py", [], ["--runs", "3"]),
+    ("fleet_sequence.py", ["--runs", "5"], ["--days", "2", "--runs", "1"]),
 ]
 
 

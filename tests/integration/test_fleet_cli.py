@@ -48,6 +48,7 @@ def sequence(tmp_path: Path) -> list[str]:
 
 
 def test_sequence_json(sequence: list[str]) -> None:
+    """`pooled_allocation`, the queues and pending-while-idle against figures done by hand."""
     result = fleet(
         *sequence,
         "--map", "time=minute,total=gpus,in_use=busy,pending=waiting",
@@ -72,6 +73,20 @@ def test_sequence_json(sequence: list[str]) -> None:
         "step_s": 60,
         "steps": 4,
     }
+
+
+def test_a_glob_after_one_source_option(sequence: list[str]) -> None:
+    """`--sequence a/seq.csv b/seq.csv` (as a shell glob expands) reads both files."""
+    files = sequence[1::2]
+    result = fleet(
+        "--sequence", *files,
+        "--map", "time=minute,total=gpus,in_use=busy,pending=waiting",
+        "--queue-from", "parent-dir", "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert [q["name"] for q in json.loads(result.stdout)["queues"]] == ["a", "b"]
+    result = fleet(*files)
+    assert result.returncode == 2 and "say which kind of source" in result.stderr
 
 
 @pytest.mark.parametrize("fmt", ["terminal", "markdown", "html"])

@@ -27,6 +27,14 @@ class FleetFormat(StrEnum):
 
 @app.command()
 def fleet(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="More files of the one source kind given (so a shell glob works: "
+            "--sequence vc/*/seq.csv).",
+            show_default=False,
+        ),
+    ] = None,
     sequence: Annotated[
         list[Path] | None,
         typer.Option(help="Cluster sequence CSV (per step: total, in use, pending GPUs)."),
@@ -82,6 +90,16 @@ def fleet(
 
     if step is not None and step <= 0:
         raise ConfigError(f"--step {step}: give a number of seconds above 0")
+    kinds = {"--sequence": sequence, "--jobs": jobs, "--slurm": slurm, "--k8s": k8s}
+    given = [name for name, value in kinds.items() if value]
+    if files:
+        if len(given) != 1:
+            raise ConfigError(
+                f"{files[0]}: say which kind of source it is: put it after --sequence, --jobs, "
+                "--slurm or --k8s (files after one such option join it when it is the only one)"
+            )
+        kinds[given[0]] = [*(kinds[given[0]] or []), *files]
+    sequence, jobs, slurm, k8s = (kinds[k] for k in ("--sequence", "--jobs", "--slurm", "--k8s"))
     sources = FleetSources(
         sequences=sequence or [],
         jobs=jobs or [],
