@@ -163,17 +163,15 @@ def _page_findings(shared: Path, rel: str, tmp_path: Path) -> list[Finding]:
     return found
 
 
-def test_loaded_t4_is_hollow_busy_and_power_throttled(shared: Path, tmp_path: Path) -> None:
+def test_loaded_t4_page_is_a_throttled_snapshot(shared: Path, tmp_path: Path) -> None:
+    # one page covers no time (issue 16): no duration-based finding, the instant's state only
     found = _page_findings(shared, LOADED_T4, tmp_path)
-    by_rule = {f.rule_id: f for f in found}
-    assert {"hollow_busy", "throttled"} <= set(by_rule)
-    throttled = by_rule["throttled"]
-    assert throttled.summary.startswith("power throttling")
-    assert "68.2 W of its 70.0 W limit" in throttled.recommendation
-    assert "660 of 1590 MHz" in throttled.summary
-    hollow = by_rule["hollow_busy"]
-    assert {e.metric: e.value for e in hollow.evidence}["duty"] == pytest.approx(0.91)
-    assert hollow.subject["gpu_model"] == "Tesla T4"
+    assert [f.rule_id for f in found] == ["snapshot_state"]
+    shot = found[0]
+    assert shot.severity.value == "info" and shot.subject["snapshot"] == "true"
+    assert "clocks held down now: 660 MHz at 68.2 W of its 70.0 W limit" in shot.summary
+    assert shot.subject["gpu_model"] == "Tesla T4"
+    assert shot.impact.wasted_gpu_hours == 0.0
 
 
 @pytest.mark.parametrize("rel", IDLE_PAGES)

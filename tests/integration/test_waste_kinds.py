@@ -21,6 +21,7 @@ import pytest
 
 from gpulens.analyze.waste import HEADROOM_CAUSES, HEADROOM_NOTE, KINDS
 from gpulens.app.analysis import ReportView, analyse
+from gpulens.app.gpus import SNAPSHOT_NOTE
 from gpulens.app.ingest import ingest
 from gpulens.collect.simulated.scenarios import EXTRA_SCENARIOS, SCENARIOS
 from gpulens.config import load_config
@@ -35,6 +36,7 @@ REL = 1e-6
 Simulate = Callable[..., Any]  # the `simulated_store` fixture (tests/conftest.py)
 PARTS = ("useful", "wasted", "headroom", "warmup", "unmeasured")
 
+SNAPSHOTS = ("dcgm-t4", "nvidia-smi-a100")
 REAL = {
     "acme-seren": ("data/clusters/acme-nsdi24/util_cdf_csv/util_gpu_seren.csv", "acme-nsdi24"),
     "dcgm-t4": (
@@ -187,7 +189,11 @@ def test_real_ingests_add_up(name: str, shared: Path, tmp_path: Path) -> None:
     with Store(tmp_path) as store:
         view = analyse(store)
     doc = json.loads(RENDERERS["json"](view))
-    assert doc["totals"]["gpu_hours"] > 0
+    if name in SNAPSHOTS:  # one capture covers no time (issue 16): no GPU-hours, no cost
+        assert doc["totals"]["gpu_hours"] == 0.0 and doc["totals"]["total_cost"] == 0.0
+        assert SNAPSHOT_NOTE in doc["notes"]
+    else:
+        assert doc["totals"]["gpu_hours"] > 0
     assert_adds_up(doc, name)
     if name == "acme-seren":  # profiling tier, tensor pipes busy: headroom, not waste
         assert doc["totals"]["headroom_gpu_hours"] > 0

@@ -6,11 +6,15 @@ uncorrected ECC or XID error."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from gpulens.findings.columns import floats, starts, step0, strings
+from gpulens.analyze import peaks
+from gpulens.findings.columns import floats, in_states, starts, step0, strings
 from gpulens.findings.context import Context
 from gpulens.findings.model import Evidence, Finding, Severity
+from gpulens.numbers import is_nan
 
 RULE_ID = "snapshot_state"
 MEMORY_FULL = 0.95  # used ÷ total memory that is "nearly full"
@@ -26,6 +30,15 @@ def snapshot_rows(ctx: Context) -> np.ndarray:
     return np.asarray(floats(ctx, "covered_s") == 0.0, dtype=bool)
 
 
+def _limit_w(ctx: Context, i: int) -> float:
+    """Row `i`'s power limit: the frame's, else the datasheet's of its model (NaN if neither)."""
+    limit = float(floats(ctx, "power_limit_w")[i])
+    if is_nan(limit):
+        spec = peaks.lookup(strings(ctx, "gpu_model")[i])
+        limit = float(spec.tdp_w) if spec is not None and spec.tdp_w else math.nan
+    return limit
+
+
 def _conditions(ctx: Context, i: int) -> list[tuple[str, Evidence]]:
     """(what holds, its evidence) for row `i`."""
 
@@ -39,10 +52,17 @@ def _conditions(ctx: Context, i: int) -> list[tuple[str, Evidence]]:
         out.append((f"{used / 1e9:.2f} GB of memory held at {activity:.0%} activity",
                     Evidence("memory_held_bytes", used, ctx.states.idle_memory_bytes, ">",
                              f"activity {activity:.2f}")))  # fmt: skip
+    flagged = False
     for name, cause in (("throttle_power", "power"), ("throttle_thermal", "thermal")):
         if at(name) >= THROTTLE_NOW:
+            flagged = True
             said = Evidence(name, at(name), THROTTLE_NOW, ">=", "share of samples")
             out.append((f"clocks held down by {cause} now", said))
+    if not flagged and (in_states(ctx, "throttled")[i] or at("power_capped") > 0.5):
+        power, limit, clock = at("power_w"), _limit_w(ctx, i), at("sm_clock_hz")
+        of = f" of its {limit:.1f} W limit" if not is_nan(limit) else ""
+        said = Evidence("sm_clock_hz", clock, note="power-capped or throttled state")
+        out.append((f"clocks held down now: {clock / 1e6:.0f} MHz at {power:.1f} W{of}", said))
     if total > 0 and used / total >= MEMORY_FULL:
         out.append((f"memory {used / total:.0%} full",
                     Evidence("memory_used_ratio", used / total, MEMORY_FULL, ">=")))  # fmt: skip
