@@ -30,6 +30,7 @@ SEQUENCE_SCHEMA = pa.schema(
 # a job table (job logs, Slurm, Kubernetes): times are UTC epoch seconds, NaN where unknown
 JOB_ID = "job_id"
 USER = "user"
+TEAM = "team"  # Slurm account, Kubernetes namespace, a job log's team column
 STATE = "state"
 GPUS = "gpus"
 SUBMIT = "submit_s"
@@ -42,6 +43,7 @@ JOB_SCHEMA = pa.schema(
         pa.field(JOB_ID, pa.string()),
         pa.field(QUEUE, pa.string()),
         pa.field(USER, pa.string()),
+        pa.field(TEAM, pa.string()),
         pa.field(STATE, pa.string()),
         pa.field(GPUS, pa.float64()),
         pa.field(SUBMIT, pa.float64()),

@@ -116,6 +116,11 @@ def test_real_slurm_snapshot_with_nodes(shared: Path) -> None:
     [gpu] = doc["queues"]
     assert (gpu["name"], gpu["gpus"], gpu["allocation"]) == ("gpu", 4.0, 0.25)
     assert doc["gpus_held_by_user"] == [{"user": "jbeck", "gpus": 4.0}]
+    assert doc["gpus_held_by_team"] == [{"team": "biology", "gpus": 4.0}]
+    assert doc["nodes"] == [
+        {"node": "gpu1", "state": "MIXED", "gpus": 4.0, "used_gpus": 1.0, "allocation": 0.25,
+         "queues": ["gpu"]}
+    ]  # fmt: skip
     assert any("Slurm squeue (v0.0.44)" in s for s in doc["sources"])
     [frag] = doc["fragmentation"]
     assert (frag["free_gpus"], frag["stranded_gpus"]) == (3.0, 0.0)

@@ -24,12 +24,14 @@ from gpulens.cluster_schema import (
     GPUS,
     IN_USE,
     JOB_SCHEMA,
+    NODE,
     NODE_SCHEMA,
     NODE_STATE,
     PENDING,
     QUEUE,
     QUEUES,
     SEQUENCE_SCHEMA,
+    TEAM,
     TOTAL,
     TS,
     USED,
@@ -64,6 +66,21 @@ class FleetSources:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRow:
+    """A GPU node: its GPUs, those in use (None: unknown), allocation = used ÷ GPUs."""
+
+    node: str
+    state: str
+    gpus: float
+    used: float | None
+    queues: str
+
+    @property
+    def allocation(self) -> float | None:
+        return None if self.used is None else self.used / self.gpus
+
+
+@dataclass(frozen=True, slots=True)
 class FleetView:
     """The cluster summary, what it was read from, findings, and what is unknown."""
 
@@ -71,6 +88,8 @@ class FleetView:
     findings: list[Finding]
     fragmentation: tuple[QueueFragmentation, ...]
     held_by_user: dict[str, float]
+    held_by_team: dict[str, float]
+    nodes: list[NodeRow]
     sources: list[str]
     notes: list[str]
 
@@ -159,9 +178,20 @@ def run_fleet(src: FleetSources) -> FleetView:
         findings=findings,
         fragmentation=frag,
         held_by_user=gpus_by(all_jobs, USER) if all_jobs.num_rows else {},
+        held_by_team=gpus_by(all_jobs, TEAM) if all_jobs.num_rows else {},
+        nodes=_node_rows(all_nodes),
         sources=described,
         notes=notes,
     )
+
+
+def _node_rows(nodes: pa.Table) -> list[NodeRow]:
+    """The nodes with GPUs."""
+    return [
+        NodeRow(str(n[NODE]), str(n[NODE_STATE] or ""), float(n[GPUS]), n[USED], str(n[QUEUES]))
+        for n in nodes.to_pylist()
+        if n[GPUS]
+    ]
 
 
 def _slurm(

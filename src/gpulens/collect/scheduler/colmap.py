@@ -31,6 +31,7 @@ JOB_ROLES: dict[str, str] = {
     "count": "instances (GPUs × count); optional",
     "queue": "queue, partition, virtual cluster or GPU type",
     "user": "who submitted it; optional",
+    "team": "team, account or project; optional",
     "job": "job id; optional",
     "state": "job state; optional",
 }

@@ -25,6 +25,7 @@ from gpulens.cluster_schema import (
     START,
     STATE,
     SUBMIT,
+    TEAM,
     USER,
 )
 from gpulens.collect.scheduler.colmap import JOB_ROLES, RoleMap, parse_role_map
@@ -68,6 +69,7 @@ def read_job_log(path: Path, roles: RoleMap, header: Sequence[str] | None = None
             JOB_ID: text("job"),
             QUEUE: text("queue"),
             USER: text("user"),
+            TEAM: text("team"),
             STATE: text("state"),
             GPUS: masked(gpus),
             SUBMIT: masked(submit if submit is not None else nan),

@@ -36,6 +36,7 @@ from gpulens.cluster_schema import (
     START,
     STATE,
     SUBMIT,
+    TEAM,
     USED,
     USER,
 )
@@ -115,6 +116,7 @@ def _pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
         JOB_ID: f"{meta.get('namespace', 'default')}/{meta.get('name', '')}",
         QUEUE: _queue(meta),
         USER: None,
+        TEAM: meta.get("namespace"),
         STATE: _PHASES.get(phase, phase.upper()),
         GPUS: pod_gpus(spec),
         SUBMIT: _seconds(meta.get("creationTimestamp")),

@@ -34,11 +34,13 @@ from gpulens.cluster_schema import (
     START,
     STATE,
     SUBMIT,
+    TEAM,
     USED,
     USER,
 )
 from gpulens.collect.scheduler.errors import SchedulerInputError
 from gpulens.collect.scheduler.gres import gres_gpus, submit_line_gpus, tres_gpus
+from gpulens.collect.scheduler.slurm_text import parse_slurm_text
 
 FIX = "Pass the output of `squeue --json`, `sacct --json` or `sinfo --json` (Slurm 21.08+)"
 
@@ -138,6 +140,7 @@ def _job_row(job: Mapping[str, Any]) -> dict[str, Any]:
         JOB_ID: str(job.get("job_id", "")),
         QUEUE: str(job.get("partition") or "") or None,
         USER: str(user) if user else None,
+        TEAM: str(job.get("account") or "") or None,
         STATE: state,
         GPUS: job_gpus(job),
         SUBMIT: _time(submit),
@@ -200,11 +203,24 @@ def parse_slurm(doc: Any, source: str) -> SlurmState:
 
 
 def read_slurm(path: Path) -> SlurmState:
-    """`parse_slurm` of a JSON file."""
+    """`parse_slurm` of a JSON file, or `parse_slurm_text` of plain sinfo/sacct output."""
     try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise SchedulerInputError(str(path), f"not readable JSON ({exc})", FIX + ".") from None
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SchedulerInputError(str(path), f"not readable ({exc})", FIX + ".") from None
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        if data.lstrip()[:1] in (b"{", b"["):
+            raise SchedulerInputError(str(path), f"not readable JSON ({exc})", FIX + ".") from None
+        jobs, nodes = parse_slurm_text(data.decode("utf-8", "replace").splitlines())
+        if jobs.num_rows == 0 and nodes.num_rows == 0:
+            raise SchedulerInputError(
+                str(path),
+                "neither JSON nor sinfo/sacct text with a gres column",
+                FIX + ", or sinfo -N -O NodeHost,Gres,GresUsed,StateLong,Partition.",
+            ) from None
+        return SlurmState(jobs, nodes, accounting=False, data_parser="text", snapshot_s=None)
     return parse_slurm(doc, str(path))
 
 

@@ -94,6 +94,18 @@ def to_dict(view: FleetView) -> dict[str, Any]:
             for f in view.fragmentation
         ],
         "gpus_held_by_user": [{"user": u, "gpus": g} for u, g in view.held_by_user.items()],
+        "gpus_held_by_team": [{"team": t, "gpus": g} for t, g in view.held_by_team.items()],
+        "nodes": [
+            {
+                "node": n.node,
+                "state": n.state,
+                "gpus": n.gpus,
+                "used_gpus": n.used,
+                "allocation": n.allocation,
+                "queues": n.queues.split(",") if n.queues else [],
+            }
+            for n in view.nodes
+        ],
         "findings": [f.to_dict() for f in view.findings],
         "notes": view.notes,
     }
@@ -216,13 +228,52 @@ def _text_table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
+def _held_lines(view: FleetView) -> list[str]:
+    out = []
+    for what, held in (("user", view.held_by_user), ("team", view.held_by_team)):
+        if held:
+            top = list(held.items())[:10]
+            out += ["", f"GPUs held by {what}: " + ", ".join(f"{k} {_gpus(g)}" for k, g in top)]
+    return out
+
+
+def _nodes_line(view: FleetView) -> str:
+    """How many GPU nodes are full, partly used, unused, or unknown."""
+    alloc = [n.allocation for n in view.nodes]
+    full = sum(1 for a in alloc if a is not None and a >= 1)
+    empty = sum(1 for a in alloc if a == 0)
+    unknown = sum(1 for a in alloc if a is None)
+    part = len(alloc) - full - empty - unknown
+    return (
+        f"GPU nodes: {len(alloc)} ({full} fully allocated, {part} partly, {empty} unused, "
+        f"{unknown} unknown)"
+    )
+
+
+NODE_HEADERS = ("node", "state", "GPUs", "in use", "allocation", "queues")
+
+
+def _node_table_rows(view: FleetView) -> list[list[str]]:
+    return [
+        [
+            n.node,
+            n.state or "-",
+            _gpus(n.gpus),
+            _gpus(n.used) if n.used is not None else human.MISSING,
+            human.percent(n.allocation),
+            n.queues or "-",
+        ]
+        for n in view.nodes
+    ]
+
+
 def render_terminal(view: FleetView) -> str:
     out = ["gpulens fleet", *_headline(view), "", *_text_table(QUEUE_HEADERS, _queue_rows(view))]
     if view.fragmentation:
         out += ["", "fragmentation", *_text_table(FRAG_HEADERS, _frag_rows(view))]
-    if view.held_by_user:
-        top = list(view.held_by_user.items())[:10]
-        out += ["", "GPUs held by user: " + ", ".join(f"{u} {_gpus(g)}" for u, g in top)]
+    out += _held_lines(view)
+    if view.nodes:
+        out += ["", _nodes_line(view)]
     out += ["", f"findings: {len(view.findings)}"]
     for f in view.findings:
         out += _finding_lines(f)
@@ -235,6 +286,10 @@ def render_markdown(view: FleetView) -> str:
     out += ["## Queues", "", *md_table(QUEUE_HEADERS, _queue_rows(view))]
     if view.fragmentation:
         out += ["## Fragmentation", "", *md_table(FRAG_HEADERS, _frag_rows(view))]
+    out += [f"- {line.strip()}" for line in _held_lines(view) if line.strip()]
+    if view.nodes:
+        out += ["", "## Nodes", "", _nodes_line(view), "", *md_table(NODE_HEADERS,
+                _node_table_rows(view))]  # fmt: skip
     out += ["## Findings", ""]
     for f in view.findings:
         out += [f"### {f.rule_id} ({f.severity.value})", "", f.summary, ""]
@@ -253,6 +308,10 @@ def render_html(view: FleetView) -> str:
     body.append(html_table(QUEUE_HEADERS, _queue_rows(view)))
     if view.fragmentation:
         body += ["<h2>Fragmentation</h2>", html_table(FRAG_HEADERS, _frag_rows(view))]
+    body += [f"<p>{esc(line.strip())}</p>" for line in _held_lines(view) if line.strip()]
+    if view.nodes:
+        body += ["<h2>Nodes</h2>", f"<p>{esc(_nodes_line(view))}</p>"]
+        body.append(html_table(NODE_HEADERS, _node_table_rows(view)))
     body.append("<h2>Findings</h2>")
     for f in view.findings:
         items = "".join(f"<li>{esc(_evidence(e))}</li>" for e in f.evidence)
