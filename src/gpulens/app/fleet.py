@@ -141,7 +141,7 @@ def run_fleet(src: FleetSources) -> FleetView:
         described.append(f"cluster sequence: {len(src.sequences)} file(s)")
     if src.jobs:
         jobs = read_job_logs(src.jobs, job_roles(src.maps), src.header)
-        parts.append(jobs_to_sequence(jobs, step, src.capacity))
+        parts.append(_timeline(jobs, step, src.capacity, "--jobs"))
         jobs_seen.append(jobs)
         described.append(f"job log: {len(src.jobs)} file(s), {jobs.num_rows} jobs")
     if src.slurm or src.slurm_commands:
@@ -160,7 +160,10 @@ def run_fleet(src: FleetSources) -> FleetView:
     sequence = pa.concat_tables(parts)
     if sequence.num_rows == 0:
         raise ConfigError("the sources hold no queue with GPUs, in use or pending")
-    summary = summarise(to_grid(sequence, src.step_s))
+    try:
+        summary = summarise(to_grid(sequence, src.step_s))
+    except ValueError as exc:
+        raise ConfigError(f"gpulens fleet: {exc}") from None
     unknown = [q.name for q in summary.queues if q.gpus != q.gpus]
     if unknown:
         notes.append(
@@ -183,6 +186,13 @@ def run_fleet(src: FleetSources) -> FleetView:
         sources=described,
         notes=notes,
     )
+
+
+def _timeline(jobs: pa.Table, step: int, capacity: Mapping[str, float], what: str) -> pa.Table:
+    try:
+        return jobs_to_sequence(jobs, step, capacity)
+    except ValueError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
 
 
 def _node_rows(nodes: pa.Table) -> list[NodeRow]:
@@ -223,7 +233,7 @@ def _slurm(
             continue
         jobs_seen.append(state.jobs)
         if state.accounting:
-            parts.append(jobs_to_sequence(state.jobs, step, capacity))
+            parts.append(_timeline(state.jobs, step, capacity, name))
         else:
             node_table = nodes if nodes.num_rows else None
             parts.append(snapshot_sequence(state.jobs, node_table, state.snapshot_s or src.now_s))

@@ -104,3 +104,16 @@ def test_unknown_totals_give_unknown_allocation() -> None:
     assert math.isnan(s.pooled_allocation)
     assert all(math.isnan(q.allocation) for q in s.queues)
     assert s.pending_while_idle_gpu_hours == 0.0
+
+
+def test_sources_far_apart_are_refused_not_allocated() -> None:
+    """Two rows ten years apart at 1 s steps would be 630 M cells: a clear error instead."""
+    far = pa.Table.from_pylist(
+        [
+            {"ts_s": T0, "queue": "a", "total_gpus": 8.0},
+            {"ts_s": T0 + 10 * 365 * 86400, "queue": "b", "total_gpus": 8.0},
+        ],
+        schema=SEQUENCE_SCHEMA,
+    )
+    with pytest.raises(ValueError, match=r"over 3,650 days at 1 s steps .* longer step"):
+        to_grid(far, step_s=1)

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from gpulens.cluster_schema import IN_USE, PENDING, QUEUE, TOTAL, TS
 
 Matrix = np.ndarray  # float64, shape (queues, steps)
+MAX_CELLS = 50_000_000  # queues × steps: about 1.2 GB for the three matrices
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,7 @@ def to_grid(table: pa.Table, step_s: int | None = None) -> Grid:
     n_steps = int(col.max()) + 1
     encoded = pc.dictionary_encode(table[QUEUE]).combine_chunks()
     names = tuple(str(x) for x in encoded.dictionary.to_pylist())
+    check_size(len(names), n_steps, step)
     row = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     cell = row * n_steps + col
     size = len(names) * n_steps
@@ -61,6 +63,18 @@ def to_grid(table: pa.Table, step_s: int | None = None) -> Grid:
     shape = (len(names), n_steps)
     total, in_use, pending = (m.reshape(shape)[order] for m in mats)
     return Grid(tuple(names[i] for i in order), start, step, total, in_use, pending)
+
+
+def check_size(queues: int, steps: int, step_s: int) -> None:
+    """ValueError when queues × steps passes `MAX_CELLS` (sources far apart in time, or a
+    step too fine for the span)."""
+    if queues * steps > MAX_CELLS:
+        days = steps * step_s / 86400
+        raise ValueError(
+            f"{queues} queues over {days:,.0f} days at {step_s} s steps is "
+            f"{queues * steps:,} cells, over {MAX_CELLS:,}: use a longer step (--step), or read "
+            "sources from different times separately"
+        )
 
 
 def _mean_by_cell(column: pa.ChunkedArray, cell: np.ndarray, size: int) -> np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpulens.analyze.cluster.grid import check_size
 from gpulens.cluster_schema import (
     END,
     GPUS,
@@ -66,6 +67,9 @@ def jobs_to_sequence(
     origin = float(np.floor(times.min() / step_s) * step_s)
     last = float(times.max()) if horizon_s is None else float(horizon_s)
     n_steps = max(1, int(np.ceil((last - origin) / step_s)))
+    queue_col = pc.fill_null(jobs[QUEUE], "").combine_chunks()
+    names = sorted(set(queue_col.to_pylist()))
+    check_size(len(names), n_steps, step_s)
     edges = np.arange(n_steps + 1, dtype=np.float64) * step_s
     run_lo = start - origin
     run_hi = np.where(np.isnan(end), last, end) - origin
@@ -73,8 +77,6 @@ def jobs_to_sequence(
     wait_hi = np.where(np.isnan(start), np.where(np.isnan(end), last, end), start) - origin
     running = ~np.isnan(run_lo)
     waiting = ~np.isnan(wait_lo)
-    queue_col = pc.fill_null(jobs[QUEUE], "").combine_chunks()
-    names = sorted(set(queue_col.to_pylist()))
     queue_of = np.asarray(queue_col.to_numpy(zero_copy_only=False), dtype=object)
     caps = capacity or {}
     ts = (origin + edges[:-1]).astype(np.int64)
