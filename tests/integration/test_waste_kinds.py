@@ -157,7 +157,9 @@ def test_demo_web_fleet_page_and_api_show_kinds(demo: Any) -> None:
 
     app = create_app(AgentContext(live=None, data_dir=demo.data_dir))
     client = TestClient(app, base_url="http://127.0.0.1")  # a loopback Host, as a browser here
-    api = client.get("/api/fleet?range=1h").json()
+    response = client.get("/api/fleet?range=1h")
+    api = response.json()
+    assert "waste_by_cause" in api, (response.status_code, response.text[:500])
     kinds = [(c["kind"], c["cause"]) for c in api["waste_by_cause"]]
     assert kinds.index(("wasted", "idle_allocated")) < kinds.index(("headroom", "compute_tensor"))
     assert "compute_tensor" not in {c for k, c in kinds if k == "wasted"}
