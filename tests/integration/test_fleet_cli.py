@@ -53,10 +53,13 @@ def test_sequence_json(sequence: list[str]) -> None:
         *sequence,
         "--map", "time=minute,total=gpus,in_use=busy,pending=waiting",
         "--queue-from", "parent-dir",
-        "--format", "json",
+        "--format", "json", "--per-step",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
+    steps = doc["per_step"]
+    assert steps["in_use_gpus"] == [8, 12, 8, 6] and steps["total_gpus"] == [12] * 4
+    assert steps["pending_while_idle_gpus"] == [2, 0, 3, 0]
     # by hand: in use 8+8+4+4 + 0+4+4+2 = 34 of 4×12 = 48 GPU-minutes
     assert doc["pooled_allocation"] == pytest.approx(34 / 48)
     # minute 0: a waits 2, b idles 4 → 2 move; minute 2: b waits 3, a idles 4 → 3 move

@@ -78,6 +78,10 @@ def fleet(
         int | None, typer.Option(help="Step in seconds (default: the sequence's own, or 60).")
     ] = None,
     format: Annotated[FleetFormat, typer.Option(help="Output format.")] = FleetFormat.terminal,
+    per_step: Annotated[
+        bool,
+        typer.Option(help="JSON: add the per-step sums and pending-while-idle GPUs (per_step)."),
+    ] = False,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file.")
     ] = None,
@@ -86,7 +90,7 @@ def fleet(
     fragmentation, findings."""
     from gpulens.app.fleet import FleetSources, parse_capacity, run_fleet
     from gpulens.errors import ConfigError
-    from gpulens.present.reports.cluster import RENDERERS
+    from gpulens.present.reports.cluster import RENDERERS, render_json
 
     if step is not None and step <= 0:
         raise ConfigError(f"--step {step}: give a number of seconds above 0")
@@ -113,7 +117,10 @@ def fleet(
         step_s=step,
         now_s=int(time.time()),
     )
-    text = RENDERERS[format.value](run_fleet(sources))
+    if per_step and format is not FleetFormat.json:
+        raise ConfigError("--per-step is for --format json")
+    view = run_fleet(sources)
+    text = render_json(view, steps=True) if per_step else RENDERERS[format.value](view)
     if output is not None:
         output.write_text(text, encoding="utf-8")
         err.print(f"wrote {output}")

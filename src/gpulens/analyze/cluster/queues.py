@@ -40,7 +40,8 @@ class QueueSummary:
 @dataclass(frozen=True, slots=True)
 class ClusterSummary:
     """The pooled figures and the queues, over `steps` steps of `step_s` seconds from
-    `start_s`. `movable` is the per-step pending-while-idle GPUs (NaN without data)."""
+    `start_s`. `movable` is the per-step pending-while-idle GPUs; `step_*` the per-step sums
+    over the queues (NaN where no queue has data)."""
 
     start_s: int
     step_s: int
@@ -54,6 +55,9 @@ class ClusterSummary:
     pending_while_idle_gpu_hours: float
     queues: tuple[QueueSummary, ...]
     movable: np.ndarray
+    step_total: np.ndarray  # per step, GPUs of the queues with data (NaN: none)
+    step_in_use: np.ndarray
+    step_pending: np.ndarray
 
     @property
     def end_s(self) -> int:
@@ -162,4 +166,12 @@ def summarise(grid: Grid) -> ClusterSummary:
         pending_while_idle_gpu_hours=float(movable[seen].sum()) * hours,
         queues=queues,
         movable=movable,
+        step_total=_sum_known(grid.total),
+        step_in_use=_sum_known(grid.in_use),
+        step_pending=_sum_known(grid.pending),
     )
+
+
+def _sum_known(matrix: np.ndarray) -> np.ndarray:
+    known = ~np.isnan(matrix)
+    return np.where(known.any(axis=0), np.where(known, matrix, 0.0).sum(axis=0), np.nan)

@@ -41,9 +41,27 @@ def _iso(ts_s: int) -> str:
     return datetime.fromtimestamp(ts_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def to_dict(view: FleetView) -> dict[str, Any]:
-    """The JSON document of `gpulens fleet --format json`."""
+def _series(values: Any) -> list[float | None]:
+    return [None if math.isnan(x) else x for x in values.tolist()]
+
+
+def per_step(view: FleetView) -> dict[str, Any]:
+    """The per-step sums over the queues and the movable GPUs (`--per-step`)."""
     s = view.summary
+    return {
+        "start": _iso(s.start_s),
+        "step_s": s.step_s,
+        "total_gpus": _series(s.step_total),
+        "in_use_gpus": _series(s.step_in_use),
+        "pending_gpus": _series(s.step_pending),
+        "pending_while_idle_gpus": _series(s.movable),
+    }
+
+
+def to_dict(view: FleetView, steps: bool = False) -> dict[str, Any]:
+    """The JSON document of `gpulens fleet --format json` (`steps`: with `per_step`)."""
+    s = view.summary
+    extra = {"per_step": per_step(view)} if steps else {}
     return {
         "schema_version": SCHEMA_VERSION,
         "window": {
@@ -108,11 +126,12 @@ def to_dict(view: FleetView) -> dict[str, Any]:
         ],
         "findings": [f.to_dict() for f in view.findings],
         "notes": view.notes,
+        **extra,
     }
 
 
-def render_json(view: FleetView) -> str:
-    return orjson.dumps(to_dict(view), option=orjson.OPT_INDENT_2).decode() + "\n"
+def render_json(view: FleetView, steps: bool = False) -> str:
+    return orjson.dumps(to_dict(view, steps), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def _gpus(x: float) -> str:
