@@ -182,7 +182,8 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         None,
         "Bearer token the dashboard, API and /metrics require (header `Authorization: Bearer "
-        "T`, or `?token=T` once in the browser). Required when the agent listens beyond loopback.",
+        "T`, or `?token=T` once in the browser). At least 16 characters. Required when the agent "
+        "listens beyond loopback.",
     ),
     Setting(
         "agent.dcgm_names",
