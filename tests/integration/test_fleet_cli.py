@@ -15,9 +15,11 @@ import pytest
 RACK = "data/scheduler/rackslab_Slurm-web/tests/assets/slurmrestd"
 
 
-def fleet(*args: str) -> subprocess.CompletedProcess[str]:
+def fleet(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
     env["COLUMNS"] = "400"
+    if path is not None:
+        env["PATH"] = path
     return subprocess.run(
         [sys.executable, "-m", "gpulens", "fleet", *args],
         capture_output=True,
@@ -162,3 +164,11 @@ def test_bad_input_is_one_line(sequence: list[str]) -> None:
     assert result.returncode == 2 and "--map needs in_use" in result.stderr
     result = fleet()
     assert result.returncode == 2 and "needs a source" in result.stderr
+
+
+def test_commands_that_are_not_here(tmp_path: Path) -> None:
+    """--kubectl and --slurm-run without the command on PATH: one line saying what to do."""
+    result = fleet("--kubectl", path=str(tmp_path))
+    assert result.returncode == 4 and "kubectl: it is not on PATH" in result.stderr
+    result = fleet("--slurm-run", "squeue", path=str(tmp_path))
+    assert result.returncode == 4 and "squeue: the command is not on PATH" in result.stderr

@@ -38,7 +38,7 @@ from gpulens.cluster_schema import (
     USER,
 )
 from gpulens.collect.scheduler.joblog import job_roles, read_job_logs
-from gpulens.collect.scheduler.kubernetes import read_kubernetes
+from gpulens.collect.scheduler.kubernetes import KubernetesState, read_kubernetes, run_kubectl
 from gpulens.collect.scheduler.sequence_csv import read_sequences, sequence_roles
 from gpulens.collect.scheduler.slurm import SlurmState, read_slurm, run_slurm
 from gpulens.errors import ConfigError
@@ -57,6 +57,7 @@ class FleetSources:
     slurm: Sequence[Path] = ()
     slurm_commands: Sequence[str] = ()
     k8s: Sequence[Path] = ()
+    kubectl: bool = False
     maps: Sequence[str] = ()
     queue_from: str | None = None
     header: Sequence[str] | None = None
@@ -122,10 +123,12 @@ def _node_capacity(nodes: pa.Table) -> dict[str, float]:
 
 def run_fleet(src: FleetSources) -> FleetView:
     """Read every source, build the cluster sequence, analyse it, run the fleet rules."""
-    if not (src.sequences or src.jobs or src.slurm or src.slurm_commands or src.k8s):
+    if not (src.sequences or src.jobs or src.slurm or src.slurm_commands or src.k8s) and not (
+        src.kubectl
+    ):
         raise ConfigError(
             "gpulens fleet needs a source: --sequence FILE, --jobs FILE, --slurm FILE, "
-            "--slurm-run squeue|sacct|sinfo or --k8s FILE"
+            "--slurm-run squeue|sacct|sinfo, --k8s FILE or --kubectl"
         )
     if src.sequences and src.jobs and src.maps:
         raise ConfigError("--map serves one CSV layout: run --sequence and --jobs separately")
@@ -146,15 +149,19 @@ def run_fleet(src: FleetSources) -> FleetView:
         described.append(f"job log: {len(src.jobs)} file(s), {jobs.num_rows} jobs")
     if src.slurm or src.slurm_commands:
         _slurm(src, step, parts, described, jobs_seen, nodes_seen)
-    if src.k8s:
-        for path in src.k8s:
-            state = read_kubernetes(path)
+    k8s: list[tuple[str, KubernetesState]] = []
+    if src.k8s:  # one cluster: pods and nodes may come in separate files
+        k8s.append((", ".join(p.name for p in src.k8s), read_kubernetes(*src.k8s)))
+    if src.kubectl:
+        k8s.append(("kubectl get pods,nodes", run_kubectl()))
+    if k8s:
+        for name, state in k8s:
             jobs_seen.append(state.jobs)
             nodes_seen.append(state.nodes)
             nodes = state.nodes if state.nodes.num_rows else None
             parts.append(snapshot_sequence(state.jobs, nodes, src.now_s))
             described.append(
-                f"Kubernetes: {path.name}, {state.jobs.num_rows} GPU pods/workloads, "
+                f"Kubernetes: {name}, {state.jobs.num_rows} GPU pods/workloads, "
                 f"{state.nodes.num_rows} nodes"
             )
     sequence = pa.concat_tables(parts)

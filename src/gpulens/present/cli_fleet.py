@@ -55,6 +55,10 @@ def fleet(
         list[Path] | None,
         typer.Option(help="Kubernetes pods (and nodes): kubectl get ... -o json or -o yaml."),
     ] = None,
+    kubectl: Annotated[
+        bool,
+        typer.Option(help="Run kubectl get pods,nodes -A -o json here (its current context)."),
+    ] = False,
     map: Annotated[
         list[str] | None,
         typer.Option(
@@ -110,6 +114,7 @@ def fleet(
         slurm=slurm or [],
         slurm_commands=slurm_run or [],
         k8s=k8s or [],
+        kubectl=kubectl,
         maps=map or [],
         queue_from=queue_from,
         header=[c.strip() for c in columns.split(",")] if columns else None,

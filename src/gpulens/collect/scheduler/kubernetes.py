@@ -13,6 +13,8 @@ status (a manifest, nothing observed yet) is pending: it asks for GPUs nothing h
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -215,23 +217,54 @@ def _bind(nodes: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
         node[QUEUES] = ",".join(sorted(queues.get(node[NODE], ())))
 
 
-def read_kubernetes(path: Path) -> KubernetesState:
-    """`parse_kubernetes` of a JSON or YAML file (YAML needs PyYAML)."""
+def _documents(path: Path) -> list[Any]:
     data = path.read_bytes()
     try:
-        docs = [json.loads(data)]
+        return [json.loads(data)]
     except ValueError:
+        pass
+    try:
+        import yaml  # type: ignore[import-untyped]
+    except ImportError:
+        raise SchedulerInputError(
+            str(path), "it is not JSON, and reading YAML needs PyYAML", FIX + "."
+        ) from None
+    try:
+        return [d for d in yaml.safe_load_all(data) if d is not None]
+    except yaml.YAMLError as exc:
+        raise SchedulerInputError(str(path), f"not JSON or YAML ({exc})", FIX + ".") from None
+
+
+def read_kubernetes(*paths: Path) -> KubernetesState:
+    """`parse_kubernetes` of JSON or YAML files read as one cluster (pods and nodes may come in
+    separate files; YAML needs PyYAML)."""
+    docs = []
+    for path in paths:
         try:
-            import yaml  # type: ignore[import-untyped]
-        except ImportError:
-            raise SchedulerInputError(
-                str(path), "it is not JSON, and reading YAML needs PyYAML", FIX + "."
-            ) from None
-        try:
-            docs = [d for d in yaml.safe_load_all(data) if d is not None]
-        except yaml.YAMLError as exc:
-            raise SchedulerInputError(str(path), f"not JSON or YAML ({exc})", FIX + ".") from None
-    state = parse_kubernetes(docs, str(path))
+            docs += _documents(path)
+        except OSError as exc:
+            raise SchedulerInputError(str(path), f"not readable ({exc})", FIX + ".") from None
+    where = ", ".join(str(p) for p in paths)
+    state = parse_kubernetes(docs, where)
     if state.jobs.num_rows == 0 and state.nodes.num_rows == 0:
-        raise SchedulerInputError(str(path), "it holds no GPU pod, workload or node", FIX + ".")
+        raise SchedulerInputError(where, "it holds no GPU pod, workload or node", FIX + ".")
     return state
+
+
+def run_kubectl(timeout_s: float = 60.0) -> KubernetesState:
+    """Run ``kubectl get pods,nodes -A -o json`` here (its current context) and parse it."""
+    binary = shutil.which("kubectl")
+    if binary is None:
+        raise SchedulerInputError(
+            "kubectl", "it is not on PATH", "Install kubectl, or pass a dump with --k8s FILE."
+        )
+    args = [binary, "get", "pods,nodes", "--all-namespaces", "-o", "json"]
+    try:
+        done = subprocess.run(args, capture_output=True, timeout=timeout_s, check=True)
+        doc = json.loads(done.stdout)
+    except subprocess.CalledProcessError as exc:
+        detail = exc.stderr.decode("utf-8", "replace").strip()[-300:]
+        raise SchedulerInputError("kubectl", f"it failed: {detail}", FIX + ".") from None
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise SchedulerInputError("kubectl", f"it failed ({exc})", FIX + ".") from None
+    return parse_kubernetes([doc], "kubectl get pods,nodes")

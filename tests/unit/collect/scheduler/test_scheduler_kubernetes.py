@@ -90,3 +90,18 @@ def test_pod_list_pending_running_and_nodes() -> None:
     assert state.nodes.to_pylist() == [
         {"node": "n1", "node_state": "READY", "gpus": 8.0, "used_gpus": 4.0, "queues": "lq"}
     ]
+
+
+def test_pods_and_nodes_in_separate_files(tmp_path: Path) -> None:
+    """`kubectl get pods -A -o json > pods.json; kubectl get nodes -o json > nodes.json`."""
+    pods = tmp_path / "pods.json"
+    nodes = tmp_path / "nodes.yaml"
+    pods.write_text(json.dumps({"kind": "List", "items": [_pod("t", "Running", 2, "n1")]}))
+    nodes.write_text(
+        "kind: NodeList\nitems:\n- kind: Node\n  metadata: {name: n1}\n  status:\n"
+        "    allocatable: {nvidia.com/gpu: '4'}\n    conditions: [{type: Ready, status: 'True'}]\n"
+    )
+    state = read_kubernetes(pods, nodes)
+    assert state.nodes.to_pylist() == [
+        {"node": "n1", "node_state": "READY", "gpus": 4.0, "used_gpus": 2.0, "queues": "team-a"}
+    ]
