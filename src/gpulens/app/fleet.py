@@ -245,7 +245,8 @@ def _slurm(
             node_table = nodes if nodes.num_rows else None
             parts.append(snapshot_sequence(state.jobs, node_table, state.snapshot_s or src.now_s))
     if not any(s.jobs.num_rows for s in states) and nodes.num_rows:
-        parts.append(_nodes_only(nodes, src.now_s))
+        times = [s.snapshot_s for s in states if s.snapshot_s]
+        parts.append(_nodes_only(nodes, max(times) if times else src.now_s))
 
 
 def _nodes_only(nodes: pa.Table, ts_s: int) -> pa.Table:

@@ -176,7 +176,8 @@ def _queue_rows(view: FleetView) -> list[list[str]]:
 def _headline(view: FleetView) -> list[str]:
     s = view.summary
     return [
-        f"window: {_iso(s.start_s)} to {_iso(s.end_s)}, {s.steps} steps of {s.step_s} s",
+        f"window: {_iso(s.start_s)} to {_iso(s.end_s)}, {s.steps} step"
+        f"{'' if s.steps == 1 else 's'} of {s.step_s} s",
         f"sources: {'; '.join(view.sources)}",
         f"pooled allocation: {human.percent(_n(s.pooled_allocation))} of "
         f"{_hours(s.gpu_hours)} ({_hours(s.in_use_gpu_hours)} in use)",
