@@ -4,7 +4,8 @@ cluster (or any label columns). Pure and columnar: one pyarrow hash aggregation.
 `rollup(frame, "user")` (or `by=("host", "pid")`, or `by=()` for the whole frame) returns one
 row per group with, all GPU-hours weighted by `gpu_share` (see `waste`):
 
-- `gpus` (distinct `gpu_uuid`), `mean_gpus` (allocated GPU-hours / the frame's span in hours:
+- `gpus` (distinct physical GPUs: `gpu_uuid`, a MIG instance counted as its `parent_uuid`),
+  `mean_gpus` (allocated GPU-hours / the frame's span in hours:
   how many GPUs the group held on average), `start_ns`, `end_ns`;
 - `gpu_hours` (capacity), `allocated_gpu_hours`, `useful_gpu_hours`, `wasted_gpu_hours`
   (actionable waste), `headroom_gpu_hours` (the not-useful remainder in healthy states, not
@@ -147,6 +148,18 @@ def _codes(t: pa.Table, name: str) -> tuple[np.ndarray, pa.Array]:
     return codes, pa.concat_arrays([values, pa.nulls(1, values.type)])
 
 
+def _physical(t: pa.Table) -> pa.Table:
+    """`t` with `gpu_uuid` naming the physical GPU: a MIG instance's parent (so `gpus` counts a
+    MIG-enabled GPU once, with or without its instances)."""
+    if "parent_uuid" not in t.column_names or "gpu_uuid" not in t.column_names:
+        return t
+    parent = t["parent_uuid"]
+    if parent.null_count == len(parent):
+        return t
+    physical = pc.coalesce(pc.cast(parent, pa.string()), pc.cast(t["gpu_uuid"], pa.string()))
+    return t.select(["gpu_uuid"]).set_column(0, "gpu_uuid", physical)
+
+
 def _group_ids(t: pa.Table, keys: Sequence[str]) -> tuple[np.ndarray, int, dict[str, pa.Array]]:
     """A dense group id per row, the group count, and each key's value per group."""
     gid = np.zeros(t.num_rows, dtype=np.int64)
@@ -203,7 +216,7 @@ def rollup(
     wasted = _f(t, "wasted_s")
     headroom = _f(t, "headroom_s")
     out: dict[str, pa.Array] = dict(labels)
-    gpu_codes, gpu_values = _codes(t, "gpu_uuid")
+    gpu_codes, gpu_values = _codes(_physical(t), "gpu_uuid")
     pair = gid * len(gpu_values) + gpu_codes
     if groups * len(gpu_values) <= 4 * n + 1024:
         held = np.bincount(pair, minlength=groups * len(gpu_values)).reshape(groups, -1) > 0
