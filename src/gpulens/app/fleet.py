@@ -20,6 +20,7 @@ from gpulens.analyze.cluster.grid import to_grid
 from gpulens.analyze.cluster.queues import ClusterSummary, summarise
 from gpulens.analyze.cluster.snapshot import gpus_by, snapshot_sequence
 from gpulens.analyze.cluster.timeline import jobs_to_sequence
+from gpulens.app.fleet_usage import UsageView, usage
 from gpulens.cluster_schema import (
     GPUS,
     IN_USE,
@@ -41,6 +42,7 @@ from gpulens.collect.scheduler.joblog import job_roles, read_job_logs
 from gpulens.collect.scheduler.kubernetes import KubernetesState, read_kubernetes, run_kubectl
 from gpulens.collect.scheduler.sequence_csv import read_sequences, sequence_roles
 from gpulens.collect.scheduler.slurm import SlurmState, read_slurm, run_slurm
+from gpulens.config import Config
 from gpulens.errors import ConfigError
 from gpulens.findings.fleet import FleetContext, run_fleet_rules
 from gpulens.findings.model import Finding
@@ -64,6 +66,10 @@ class FleetSources:
     capacity: Mapping[str, float] = field(default_factory=dict)
     step_s: int | None = None
     now_s: int = 0
+    data_dir: bool = False  # also read the store of the configuration (`usage`)
+    node_queues: Mapping[str, str] = field(default_factory=dict)
+    start_ns: int | None = None
+    end_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +89,10 @@ class NodeRow:
 
 @dataclass(frozen=True, slots=True)
 class FleetView:
-    """The cluster summary, what it was read from, findings, and what is unknown."""
+    """The cluster summary (None when only the store was read), what it was read from,
+    findings, the store's usage per queue, and what is unknown."""
 
-    summary: ClusterSummary
+    summary: ClusterSummary | None
     findings: list[Finding]
     fragmentation: tuple[QueueFragmentation, ...]
     held_by_user: dict[str, float]
@@ -93,6 +100,7 @@ class FleetView:
     nodes: list[NodeRow]
     sources: list[str]
     notes: list[str]
+    usage: UsageView | None = None
 
 
 def parse_capacity(specs: Sequence[str]) -> dict[str, float]:
@@ -121,14 +129,16 @@ def _node_capacity(nodes: pa.Table) -> dict[str, float]:
     return caps
 
 
-def run_fleet(src: FleetSources) -> FleetView:
-    """Read every source, build the cluster sequence, analyse it, run the fleet rules."""
-    if not (src.sequences or src.jobs or src.slurm or src.slurm_commands or src.k8s) and not (
-        src.kubectl
-    ):
+def run_fleet(src: FleetSources, cfg: Config | None = None) -> FleetView:
+    """Read every source, build the cluster sequence, analyse it, run the fleet rules; with
+    `src.data_dir`, the usage of the store of `cfg` per queue too."""
+    scheduler = bool(
+        src.sequences or src.jobs or src.slurm or src.slurm_commands or src.k8s or src.kubectl
+    )
+    if not scheduler and not src.data_dir:
         raise ConfigError(
             "gpulens fleet needs a source: --sequence FILE, --jobs FILE, --slurm FILE, "
-            "--slurm-run squeue|sacct|sinfo, --k8s FILE or --kubectl"
+            "--slurm-run squeue|sacct|sinfo, --k8s FILE, --kubectl or --data-dir DIR"
         )
     if src.sequences and src.jobs and src.maps:
         raise ConfigError("--map serves one CSV layout: run --sequence and --jobs separately")
@@ -164,14 +174,8 @@ def run_fleet(src: FleetSources) -> FleetView:
                 f"Kubernetes: {name}, {state.jobs.num_rows} GPU pods/workloads, "
                 f"{state.nodes.num_rows} nodes"
             )
-    sequence = pa.concat_tables(parts)
-    if sequence.num_rows == 0:
-        raise ConfigError("the sources hold no queue with GPUs, in use or pending")
-    try:
-        summary = summarise(to_grid(sequence, src.step_s))
-    except ValueError as exc:
-        raise ConfigError(f"gpulens fleet: {exc}") from None
-    unknown = [q.name for q in summary.queues if q.gpus != q.gpus]
+    summary = _summary(parts, src.step_s) if scheduler else None
+    unknown = [q.name for q in summary.queues if q.gpus != q.gpus] if summary else []
     if unknown:
         notes.append(
             f"total GPUs unknown for {', '.join(unknown[:8])}: allocation and idle GPUs are "
@@ -180,6 +184,16 @@ def run_fleet(src: FleetSources) -> FleetView:
     all_jobs = pa.concat_tables(jobs_seen) if jobs_seen else JOB_SCHEMA.empty_table()
     all_nodes = pa.concat_tables(nodes_seen) if nodes_seen else NODE_SCHEMA.empty_table()
     frag = tuple(fragmentation(all_nodes, all_jobs)) if all_nodes.num_rows else ()
+    used = None
+    if src.data_dir:
+        if cfg is None:
+            raise ConfigError("--data-dir needs the configuration of its store")
+        used = usage(cfg, {**_node_queues(all_nodes), **src.node_queues}, src.start_ns, src.end_ns)
+        described.append(f"store: {cfg.data_dir}")
+        if used is None:
+            notes.append(f"no GPU readings in {cfg.data_dir} for this window")
+        else:
+            notes.extend(used.notes)
     ctx = FleetContext(summary=summary, fragmentation=frag)
     findings = run_fleet_rules(ctx)
     notes.extend(f"rule {e.rule_id} failed: {e.error}: {e.message}" for e in ctx.errors)
@@ -192,7 +206,25 @@ def run_fleet(src: FleetSources) -> FleetView:
         nodes=_node_rows(all_nodes),
         sources=described,
         notes=notes,
+        usage=used,
     )
+
+
+def _summary(parts: list[pa.Table], step_s: int | None) -> ClusterSummary:
+    sequence = pa.concat_tables(parts)
+    if sequence.num_rows == 0:
+        raise ConfigError("the sources hold no queue with GPUs, in use or pending")
+    try:
+        return summarise(to_grid(sequence, step_s))
+    except ValueError as exc:
+        raise ConfigError(f"gpulens fleet: {exc}") from None
+
+
+def _node_queues(nodes: pa.Table) -> dict[str, str]:
+    """node → its queues, comma-joined, from node lists (for the store's hosts)."""
+    return {
+        str(n[NODE]): str(n[QUEUES]) for n in nodes.select([NODE, QUEUES]).to_pylist() if n[QUEUES]
+    }
 
 
 def _timeline(jobs: pa.Table, step: int, capacity: Mapping[str, float], what: str) -> pa.Table:

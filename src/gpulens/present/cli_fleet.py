@@ -18,6 +18,20 @@ import typer
 from gpulens.present.console import app, err
 
 
+def parse_capacity_like(specs: list[str], option: str, shape: str) -> dict[str, str]:
+    """``KEY=VALUE`` pairs, comma-separated or repeated (ConfigError names the bad one)."""
+    from gpulens.errors import ConfigError
+
+    out: dict[str, str] = {}
+    for spec in specs:
+        for pair in (p.strip() for p in spec.split(",") if p.strip()):
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip() or not value.strip():
+                raise ConfigError(f"{option} {pair!r}: expected {shape}")
+            out[key.strip()] = value.strip()
+    return out
+
+
 class FleetFormat(StrEnum):
     terminal = "terminal"
     markdown = "markdown"
@@ -59,6 +73,19 @@ def fleet(
         bool,
         typer.Option(help="Run kubectl get pods,nodes -A -o json here (its current context)."),
     ] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Also read this store: allocation, duty cycle, useful work per queue."),
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Store window start: ISO 8601 or a duration back (7d).")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="Store window end.")] = None,
+    node_queue: Annotated[
+        list[str] | None,
+        typer.Option(help="Queues of the store's hosts where no node list says: NODE=QUEUE,..."),
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
     map: Annotated[
         list[str] | None,
         typer.Option(
@@ -93,8 +120,10 @@ def fleet(
     """The cluster summary: allocation per queue and pooled, pending-while-idle,
     fragmentation, findings."""
     from gpulens.app.fleet import FleetSources, parse_capacity, run_fleet
+    from gpulens.config import load_config
     from gpulens.errors import ConfigError
     from gpulens.present.reports.cluster import RENDERERS, render_json
+    from gpulens.present.timespec import parse_when
 
     if step is not None and step <= 0:
         raise ConfigError(f"--step {step}: give a number of seconds above 0")
@@ -121,10 +150,17 @@ def fleet(
         capacity=parse_capacity(capacity or []),
         step_s=step,
         now_s=int(time.time()),
+        data_dir=data_dir is not None,
+        node_queues=parse_capacity_like(node_queue or [], "--node-queue", "NODE=QUEUE"),
+        start_ns=parse_when(since, time.time_ns(), "--since"),
+        end_ns=parse_when(until, time.time_ns(), "--until"),
+    )
+    cfg = (
+        load_config(config, overrides={"data_dir": str(data_dir)}) if data_dir is not None else None
     )
     if per_step and format is not FleetFormat.json:
         raise ConfigError("--per-step is for --format json")
-    view = run_fleet(sources)
+    view = run_fleet(sources, cfg)
     text = render_json(view, steps=True) if per_step else RENDERERS[format.value](view)
     if output is not None:
         output.write_text(text, encoding="utf-8")

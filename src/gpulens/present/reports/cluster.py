@@ -14,7 +14,9 @@ from typing import Any
 
 import orjson
 
+from gpulens.analyze.cluster.queues import ClusterSummary
 from gpulens.app.fleet import FleetView
+from gpulens.app.fleet_usage import UsageView
 from gpulens.findings.model import Evidence, Finding
 from gpulens.present import format as human
 from gpulens.present.reports.markup import html_table, md_table, page_css
@@ -48,6 +50,8 @@ def _series(values: Any) -> list[float | None]:
 def per_step(view: FleetView) -> dict[str, Any]:
     """The per-step sums over the queues and the movable GPUs (`--per-step`)."""
     s = view.summary
+    if s is None:
+        return {}
     return {
         "start": _iso(s.start_s),
         "step_s": s.step_s,
@@ -58,19 +62,16 @@ def per_step(view: FleetView) -> dict[str, Any]:
     }
 
 
-def to_dict(view: FleetView, steps: bool = False) -> dict[str, Any]:
-    """The JSON document of `gpulens fleet --format json` (`steps`: with `per_step`)."""
-    s = view.summary
-    extra = {"per_step": per_step(view)} if steps else {}
+def _sequence_dict(s: ClusterSummary | None) -> dict[str, Any]:
+    if s is None:
+        return {"window": None, "pooled_allocation": None, "queues": []}
     return {
-        "schema_version": SCHEMA_VERSION,
         "window": {
             "start": _iso(s.start_s),
             "end": _iso(s.end_s),
             "step_s": s.step_s,
             "steps": s.steps,
         },
-        "sources": view.sources,
         "pooled_allocation": _n(s.pooled_allocation),
         "gpus": _n(s.gpus),
         "gpu_hours": s.gpu_hours,
@@ -96,6 +97,29 @@ def to_dict(view: FleetView, steps: bool = False) -> dict[str, Any]:
             }
             for q in s.queues
         ],
+    }
+
+
+def _usage_dict(u: UsageView | None) -> dict[str, Any] | None:
+    if u is None:
+        return None
+    return {
+        "window": {"start": _iso(u.start_ns // 10**9), "end": _iso(u.end_ns // 10**9)},
+        "currency": u.currency,
+        "by_queue": u.by_queue,
+        "by_team": u.by_team,
+        "by_user": u.by_user,
+        "idle_allocated": [f.to_dict() for f in u.idle_allocated],
+    }
+
+
+def to_dict(view: FleetView, steps: bool = False) -> dict[str, Any]:
+    """The JSON document of `gpulens fleet --format json` (`steps`: with `per_step`)."""
+    extra = {"per_step": per_step(view)} if steps and view.summary else {}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "sources": view.sources,
+        **_sequence_dict(view.summary),
         "fragmentation": [
             {
                 "queue": f.queue,
@@ -125,13 +149,15 @@ def to_dict(view: FleetView, steps: bool = False) -> dict[str, Any]:
             for n in view.nodes
         ],
         "findings": [f.to_dict() for f in view.findings],
+        "usage": _usage_dict(view.usage),
         "notes": view.notes,
         **extra,
     }
 
 
 def render_json(view: FleetView, steps: bool = False) -> str:
-    return orjson.dumps(to_dict(view, steps), option=orjson.OPT_INDENT_2).decode() + "\n"
+    option = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+    return orjson.dumps(to_dict(view, steps), option=option).decode() + "\n"
 
 
 def _gpus(x: float) -> str:
@@ -169,12 +195,14 @@ def _queue_rows(view: FleetView) -> list[list[str]]:
             f"{human.percent(_n(q.pending_while_idle_share))} of steps, "
             f"{_hours(q.waited_while_idle_gpu_hours)}",
         ]
-        for q in view.summary.queues
+        for q in (view.summary.queues if view.summary else ())
     ]
 
 
 def _headline(view: FleetView) -> list[str]:
     s = view.summary
+    if s is None:
+        return [f"sources: {'; '.join(view.sources)}"]
     return [
         f"window: {_iso(s.start_s)} to {_iso(s.end_s)}, {s.steps} step"
         f"{'' if s.steps == 1 else 's'} of {s.step_s} s",
@@ -185,6 +213,68 @@ def _headline(view: FleetView) -> list[str]:
         f"{_hours(s.pending_while_idle_gpu_hours)} could have moved",
         f"pending demand: {_hours(s.pending_gpu_hours)}",
     ]
+
+
+USAGE_HEADERS = (
+    "GPUs",
+    "allocation",
+    "duty cycle",
+    "SM active",
+    "tensor active",
+    "useful / allocated",
+    "wasted",
+    "wasted cost",
+)
+
+
+def _usage_rows(rows: list[dict[str, Any]], key: str, currency: str) -> list[list[str]]:
+    return [
+        [
+            str(r[key]),
+            f"{r['gpus']} GPUs" if r["gpus"] is not None else human.MISSING,
+            human.percent(r["allocation"]),
+            human.percent(r["mean_duty"]),
+            human.percent(r["mean_sm_active"]),
+            human.percent(r["mean_tensor_active"]),
+            human.percent(r["useful_per_gpu_hour"]),
+            _hours(r["wasted_gpu_hours"] or 0.0),
+            human.money(r["wasted_cost"], currency),
+        ]
+        for r in rows
+    ]
+
+
+def _usage_tables(view: FleetView) -> list[tuple[str, tuple[str, ...], list[list[str]]]]:
+    """(title, headers, rows) of the store's usage per queue, team and user."""
+    u = view.usage
+    if u is None:
+        return []
+    out: list[tuple[str, tuple[str, ...], list[list[str]]]] = []
+    for title, key, rows in (
+        ("by queue", "queue", u.by_queue),
+        ("by team", "team", u.by_team),
+        ("by user", "user", u.by_user[:20]),
+    ):
+        out.append((title, (key, *USAGE_HEADERS), _usage_rows(rows, key, u.currency)))
+    return out
+
+
+def _idle_lines(view: FleetView) -> list[str]:
+    """The idle-allocated inventory: owner, where, for how long, what it cost."""
+    u = view.usage
+    if u is None:
+        return []
+    out = []
+    for f in u.idle_allocated:
+        who = ", ".join(
+            f"{k}={f.subject[k]}" for k in ("user", "job_id", "team") if f.subject.get(k)
+        )
+        where = "/".join(f.subject[k] for k in ("host", "gpu_index") if f.subject.get(k))
+        out.append(
+            f"[{f.severity.value}] {who or 'unattributed'} on {where or '?'}: {f.summary}; "
+            f"{_hours(f.impact.wasted_gpu_hours)}, {human.money(f.impact.cost, f.impact.currency)}"
+        )
+    return out
 
 
 def _evidence(e: Evidence) -> str:
@@ -240,7 +330,7 @@ def _finding_lines(f: Finding) -> list[str]:
 
 
 def _text_table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
@@ -288,7 +378,14 @@ def _node_table_rows(view: FleetView) -> list[list[str]]:
 
 
 def render_terminal(view: FleetView) -> str:
-    out = ["gpulens fleet", *_headline(view), "", *_text_table(QUEUE_HEADERS, _queue_rows(view))]
+    out = ["gpulens fleet", *_headline(view)]
+    if view.summary:
+        out += ["", *_text_table(QUEUE_HEADERS, _queue_rows(view))]
+    for title, headers, rows in _usage_tables(view):
+        if rows:
+            out += ["", f"store usage {title}", *_text_table(headers, rows)]
+    if view.usage:
+        out += ["", f"idle allocated: {len(view.usage.idle_allocated)}", *_idle_lines(view)]
     if view.fragmentation:
         out += ["", "fragmentation", *_text_table(FRAG_HEADERS, _frag_rows(view))]
     out += _held_lines(view)
@@ -303,7 +400,12 @@ def render_terminal(view: FleetView) -> str:
 
 def render_markdown(view: FleetView) -> str:
     out = ["# gpulens fleet", "", *(f"- {line}" for line in _headline(view)), ""]
-    out += ["## Queues", "", *md_table(QUEUE_HEADERS, _queue_rows(view))]
+    if view.summary:
+        out += ["## Queues", "", *md_table(QUEUE_HEADERS, _queue_rows(view))]
+    for title, headers, rows in _usage_tables(view):
+        out += [f"## Store usage {title}", "", *md_table(headers, rows)]
+    if view.usage:
+        out += ["## Idle allocated", "", *(f"- {line}" for line in _idle_lines(view)), ""]
     if view.fragmentation:
         out += ["## Fragmentation", "", *md_table(FRAG_HEADERS, _frag_rows(view))]
     out += [f"- {line.strip()}" for line in _held_lines(view) if line.strip()]
@@ -324,8 +426,14 @@ def render_markdown(view: FleetView) -> str:
 def render_html(view: FleetView) -> str:
     esc = html.escape
     body = ["<h1>gpulens fleet</h1>", "<ul>"]
-    body += [f"<li>{esc(line)}</li>" for line in _headline(view)] + ["</ul>", "<h2>Queues</h2>"]
-    body.append(html_table(QUEUE_HEADERS, _queue_rows(view)))
+    body += [f"<li>{esc(line)}</li>" for line in _headline(view)] + ["</ul>"]
+    if view.summary:
+        body += ["<h2>Queues</h2>", html_table(QUEUE_HEADERS, _queue_rows(view))]
+    for title, headers, rows in _usage_tables(view):
+        body += [f"<h2>Store usage {esc(title)}</h2>", html_table(headers, rows)]
+    if view.usage:
+        items = "".join(f"<li>{esc(line)}</li>" for line in _idle_lines(view))
+        body += ["<h2>Idle allocated</h2>", f"<ul>{items}</ul>"]
     if view.fragmentation:
         body += ["<h2>Fragmentation</h2>", html_table(FRAG_HEADERS, _frag_rows(view))]
     body += [f"<p>{esc(line.strip())}</p>" for line in _held_lines(view) if line.strip()]
