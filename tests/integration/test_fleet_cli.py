@@ -9,17 +9,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from gpulens.app.fleet import FleetSources, run_fleet
+from gpulens.collect.scheduler.errors import SchedulerInputError
+from gpulens.errors import ConfigError
+from gpulens.present.reports.cluster import RENDERERS
 
 RACK = "data/scheduler/rackslab_Slurm-web/tests/assets/slurmrestd"
 
 
-def fleet(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+def fleet(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
     env["COLUMNS"] = "400"
-    if path is not None:
-        env["PATH"] = path
     return subprocess.run(
         [sys.executable, "-m", "gpulens", "fleet", *args],
         capture_output=True,
@@ -28,6 +32,12 @@ def fleet(*args: str, path: str | None = None) -> subprocess.CompletedProcess[st
         env=env,
         check=False,
     )
+
+
+def _json(sources: FleetSources) -> dict[str, Any]:
+    """What `--format json` prints for these sources (in process)."""
+    doc: dict[str, Any] = json.loads(RENDERERS["json"](run_fleet(sources)))
+    return doc
 
 
 @pytest.fixture
@@ -96,28 +106,31 @@ def test_a_glob_after_one_source_option(sequence: list[str]) -> None:
 
 @pytest.mark.parametrize("fmt", ["terminal", "markdown", "html"])
 def test_sequence_other_formats(sequence: list[str], fmt: str) -> None:
-    result = fleet(
-        *sequence,
-        "--map", "time=minute,total=gpus,in_use=busy,pending=waiting",
-        "--queue-from", "parent-dir",
-        "--format", fmt,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "pooled allocation: 71% of 0.8 GPU-h" in result.stdout
-    assert "8 GPUs" in result.stdout
+    """The same view in the other formats (rendered in process: the command is tested above)."""
+    view = run_fleet(
+        FleetSources(
+            sequences=[Path(p) for p in sequence[1::2]],
+            maps=["time=minute,total=gpus,in_use=busy,pending=waiting"],
+            queue_from="parent-dir",
+        )
+    )
+    text = RENDERERS[fmt](view)
+    assert "pooled allocation: 71% of 0.8 GPU-h" in text
+    assert "8 GPUs" in text and "50% / 75% / 100%" in text
 
 
 def test_real_slurm_snapshot_with_nodes(shared: Path) -> None:
     """squeue (v0.0.44): job 5557 of jbeck runs on 4 GPUs (counted from gres, its TRES totals
     name none); the node list (gpu1, MIXED, 1 of 4 GPUs used) gives partition gpu its total
     and its allocation."""
-    result = fleet(
-        "--slurm", str(shared / RACK / "25.11/0.0.44/slurm-job-gpus-running.json"),
-        "--slurm", str(shared / RACK / "25.11/0.0.44/slurm-node-with-gpus-model-mixed.json"),
-        "--format", "json",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
+    doc = _json(
+        FleetSources(
+            slurm=[
+                shared / RACK / "25.11/0.0.44/slurm-job-gpus-running.json",
+                shared / RACK / "25.11/0.0.44/slurm-node-with-gpus-model-mixed.json",
+            ]
+        )
+    )
     [gpu] = doc["queues"]
     assert (gpu["name"], gpu["gpus"], gpu["allocation"]) == ("gpu", 4.0, 0.25)
     assert doc["gpus_held_by_user"] == [{"user": "jbeck", "gpus": 4.0}]
@@ -133,20 +146,18 @@ def test_real_slurm_snapshot_with_nodes(shared: Path) -> None:
 
 def test_real_sacct_history(shared: Path) -> None:
     """sacct (v0.0.41): job 10 held 4 GPUs for 30 s; capacity from --capacity."""
-    result = fleet(
-        "--slurm", str(shared / RACK / "24.05/0.0.41/slurmdb-job-gpus-completed.json"),
-        "--capacity", "gpu=8", "--step", "10", "--format", "json",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    [gpu] = json.loads(result.stdout)["queues"]
+    sources = FleetSources(
+        slurm=[shared / RACK / "24.05/0.0.41/slurmdb-job-gpus-completed.json"],
+        capacity={"gpu": 8.0},
+        step_s=10,
+    )
+    [gpu] = _json(sources)["queues"]
     assert gpu["in_use_gpu_hours"] == pytest.approx(4 * 30 / 3600)
 
 
 def test_real_kubernetes_manifest(shared: Path) -> None:
     pod = shared / "data/scheduler/NVIDIA_KAI-Scheduler/examples/quickstart/pods/gpu-pod.yaml"
-    result = fleet("--k8s", str(pod), "--format", "json")
-    assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
+    doc = _json(FleetSources(k8s=[pod]))
     [queue] = doc["queues"]
     assert (queue["name"], queue["pending_gpu_hours"]) == ("default-queue", 1 / 60)
     assert queue["gpus"] is None  # no node list: total unknown, not 0
@@ -160,15 +171,17 @@ def test_bad_input_is_one_line(sequence: list[str]) -> None:
     assert result.returncode == 4
     [line] = result.stderr.strip().splitlines()
     assert "seq.csv: no column 'used'" in line and "--map ROLE=COLUMN" in line
-    result = fleet(*sequence, "--map", "time=minute,total=gpus")
-    assert result.returncode == 2 and "--map needs in_use" in result.stderr
-    result = fleet()
-    assert result.returncode == 2 and "needs a source" in result.stderr
+    files = [Path(p) for p in sequence[1::2]]
+    with pytest.raises(ConfigError, match="--map needs in_use"):
+        run_fleet(FleetSources(sequences=files, maps=["time=minute,total=gpus"]))
+    with pytest.raises(ConfigError, match="needs a source"):
+        run_fleet(FleetSources())
 
 
-def test_commands_that_are_not_here(tmp_path: Path) -> None:
-    """--kubectl and --slurm-run without the command on PATH: one line saying what to do."""
-    result = fleet("--kubectl", path=str(tmp_path))
-    assert result.returncode == 4 and "kubectl: it is not on PATH" in result.stderr
-    result = fleet("--slurm-run", "squeue", path=str(tmp_path))
-    assert result.returncode == 4 and "squeue: the command is not on PATH" in result.stderr
+def test_commands_that_are_not_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--kubectl and --slurm-run without the command on PATH: one clear error."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SchedulerInputError, match="kubectl: it is not on PATH"):
+        run_fleet(FleetSources(kubectl=True))
+    with pytest.raises(SchedulerInputError, match="squeue: the command is not on PATH"):
+        run_fleet(FleetSources(slurm_commands=["squeue"]))
