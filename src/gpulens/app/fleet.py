@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -20,7 +21,6 @@ from gpulens.analyze.cluster.grid import to_grid
 from gpulens.analyze.cluster.queues import ClusterSummary, summarise
 from gpulens.analyze.cluster.snapshot import gpus_by, snapshot_sequence
 from gpulens.analyze.cluster.timeline import jobs_to_sequence
-from gpulens.app.fleet_usage import UsageView, usage
 from gpulens.cluster_schema import (
     GPUS,
     IN_USE,
@@ -46,6 +46,9 @@ from gpulens.config import Config
 from gpulens.errors import ConfigError
 from gpulens.findings.fleet import FleetContext, run_fleet_rules
 from gpulens.findings.model import Finding
+
+if TYPE_CHECKING:  # the store's analysis is imported only when --data-dir asks for it
+    from gpulens.app.fleet_usage import UsageView
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +191,8 @@ def run_fleet(src: FleetSources, cfg: Config | None = None) -> FleetView:
     if src.data_dir:
         if cfg is None:
             raise ConfigError("--data-dir needs the configuration of its store")
+        from gpulens.app.fleet_usage import usage
+
         used = usage(cfg, {**_node_queues(all_nodes), **src.node_queues}, src.start_ns, src.end_ns)
         described.append(f"store: {cfg.data_dir}")
         if used is None:

@@ -10,16 +10,18 @@ import html
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gpulens.analyze.cluster.queues import ClusterSummary
 from gpulens.app.fleet import FleetView
-from gpulens.app.fleet_usage import UsageView
 from gpulens.findings.model import Evidence, Finding
 from gpulens.present import format as human
 from gpulens.present.reports.markup import html_table, md_table, page_css
+
+if TYPE_CHECKING:
+    from gpulens.app.fleet_usage import UsageView
 
 SCHEMA_VERSION = 1
 
