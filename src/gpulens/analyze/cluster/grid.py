@@ -36,7 +36,11 @@ class Grid:
 
 def infer_step(ts: np.ndarray) -> int:
     """The most common gap between distinct times, in seconds (60 when there is one time)."""
-    distinct = np.unique(ts)
+    ordered = np.sort(ts, kind="stable")
+    if ordered.size < 2:
+        return 60
+    steps = np.diff(ordered)
+    distinct = ordered[np.concatenate([[True], steps > 0])]
     if distinct.size < 2:
         return 60
     gaps, counts = np.unique(np.diff(distinct), return_counts=True)
