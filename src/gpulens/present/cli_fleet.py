@@ -90,7 +90,8 @@ def fleet(
         list[str] | None,
         typer.Option(
             help="Columns of the CSV: ROLE=COLUMN[:UNIT],... (sequence: time, total, in_use, "
-            "pending, queue; job log: submit, start, end, gpus, count, queue, user, job, state)."
+            "pending, queue; job log: submit, start, end, gpus, count, queue, user, team, job, "
+            "state)."
         ),
     ] = None,
     queue_from: Annotated[
