@@ -8,6 +8,7 @@ import itertools
 import math
 import statistics
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -117,3 +118,13 @@ def test_sources_far_apart_are_refused_not_allocated() -> None:
     )
     with pytest.raises(ValueError, match=r"over 3,650 days at 1 s steps .* longer step"):
         to_grid(far, step_s=1)
+
+
+def test_busiest_window() -> None:
+    from gpulens.analyze.cluster.queues import busiest_window
+
+    movable = np.array([0.0, 1.0, 2.0, np.nan, 5.0])
+    # two-step windows: 1, 3, 2, 5 GPU-minutes → the last, from step 3
+    assert busiest_window(movable, 60, window_s=120) == (3, pytest.approx(5 / 60))
+    # a window longer than the data: all of it
+    assert busiest_window(movable, 60) == (0, pytest.approx(8 / 60))

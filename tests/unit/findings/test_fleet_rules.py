@@ -41,6 +41,9 @@ def test_pending_while_idle_fires_with_evidence_that_holds() -> None:
     assert ev["pending_while_idle_share"].value == pytest.approx(0.5)
     assert ev["pending_while_idle_gpu_hours"].value == pytest.approx(60 * 4 / 60)
     assert f.impact.wasted_gpu_hours == ev["pending_while_idle_gpu_hours"].value
+    # a waits 4 GPUs in each of its first 60 minutes: the busiest hour is the first, 4 GPU-h
+    assert ev["peak_hour_gpu_hours"].value == pytest.approx(4.0)
+    assert "the hour from 2025-11-29 00:00 UTC" in ev["peak_hour_gpu_hours"].note
     assert "50% of the 120 steps of 60 s" in f.summary and "4.0 GPU-hours" in f.summary
     assert f.window == (T0 * 10**9, (T0 + 120 * 60) * 10**9)
 

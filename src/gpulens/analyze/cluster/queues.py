@@ -55,6 +55,8 @@ class ClusterSummary:
     pending_while_idle_gpu_hours: float
     queues: tuple[QueueSummary, ...]
     movable: np.ndarray
+    peak_start_s: int  # the hour (or step, if longer) with the most movable GPU-time
+    peak_gpu_hours: float
     step_total: np.ndarray  # per step, GPUs of the queues with data (NaN: none)
     step_in_use: np.ndarray
     step_pending: np.ndarray
@@ -153,6 +155,7 @@ def summarise(grid: Grid) -> ClusterSummary:
     use_h = sum(q.in_use_gpu_hours for q in queues)
     seen = ~np.isnan(movable)
     per_step_total = np.where(np.isnan(grid.total), 0.0, grid.total).sum(axis=0)
+    peak_index, peak_hours = busiest_window(movable, grid.step_s)
     return ClusterSummary(
         start_s=grid.start_s,
         step_s=grid.step_s,
@@ -166,10 +169,22 @@ def summarise(grid: Grid) -> ClusterSummary:
         pending_while_idle_gpu_hours=float(movable[seen].sum()) * hours,
         queues=queues,
         movable=movable,
+        peak_start_s=grid.start_s + peak_index * grid.step_s,
+        peak_gpu_hours=peak_hours,
         step_total=_sum_known(grid.total),
         step_in_use=_sum_known(grid.in_use),
         step_pending=_sum_known(grid.pending),
     )
+
+
+def busiest_window(movable: np.ndarray, step_s: int, window_s: int = 3600) -> tuple[int, float]:
+    """(first step, GPU-hours) of the `window_s` span (at least one step) with the most
+    movable GPU-time."""
+    per_step = np.nan_to_num(movable) * step_s / 3600.0
+    width = max(1, min(per_step.size, window_s // step_s))
+    sums = np.convolve(per_step, np.ones(width), mode="valid")
+    first = int(np.argmax(sums))
+    return first, float(sums[first])
 
 
 def _sum_known(matrix: np.ndarray) -> np.ndarray:

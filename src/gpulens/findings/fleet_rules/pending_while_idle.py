@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gpulens.findings.model import Evidence, Finding, Impact, Severity
@@ -11,6 +12,10 @@ if TYPE_CHECKING:
     from gpulens.findings.fleet import FleetContext
 
 RULE_ID = "pending_while_idle"
+
+
+def _iso(ts_s: int) -> str:
+    return datetime.fromtimestamp(ts_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def check(ctx: FleetContext) -> list[Finding]:
@@ -48,6 +53,11 @@ def check(ctx: FleetContext) -> list[Finding]:
                 Evidence("pending_while_idle_share", share, t.pending_while_idle_share, ">="),
                 Evidence(
                     "pending_while_idle_gpu_hours", hours, t.pending_while_idle_gpu_hours, ">="
+                ),
+                Evidence(
+                    "peak_hour_gpu_hours",
+                    s.peak_gpu_hours,
+                    note=f"the hour from {_iso(s.peak_start_s)} with the most",
                 ),
                 Evidence("pooled_allocation", s.pooled_allocation, note="ratio of GPU-time"),
                 Evidence("steps", float(s.steps), note=f"of {s.step_s} s each"),

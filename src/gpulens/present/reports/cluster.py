@@ -30,6 +30,7 @@ EVIDENCE_UNITS = {
     "pending_while_idle_share": "ratio",
     "pending_while_idle_gpu_hours": "GPU-h",
     "pooled_allocation": "ratio",
+    "peak_hour_gpu_hours": "GPU-h",
     "steps": "steps",
     "fragmented_gpus": "GPUs",
     "free_gpus": "GPUs",
@@ -81,6 +82,10 @@ def _sequence_dict(s: ClusterSummary | None) -> dict[str, Any]:
         "pending_gpu_hours": s.pending_gpu_hours,
         "pending_while_idle_share": _n(s.pending_while_idle_share),
         "pending_while_idle_gpu_hours": s.pending_while_idle_gpu_hours,
+        "pending_while_idle_peak": {
+            "start": _iso(s.peak_start_s),
+            "gpu_hours": s.peak_gpu_hours,
+        },
         "queues": [
             {
                 "name": q.name,
