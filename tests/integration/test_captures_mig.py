@@ -29,7 +29,7 @@ def test_every_gpu_has_its_own_name(shared: Path, tmp_path: Path) -> None:
     assert len(set(names)) == len(names) == 6, names
     parent = next(g for g in doc["gpus"] if g.get("mig_instances"))
     migs = [g["name"] for g in doc["gpus"] if g.get("parent_uuid")]
-    assert migs == [f"{parent['name']} MIG #{gi}" for gi in (3, 4, 5, 6)]
+    assert migs == [f"{parent['name']} MIG 1g.20gb #{gi}" for gi in (3, 4, 5, 6)]
     assert parent["name"].startswith("vm/0 ·") and parent["name"].endswith("298")
     order = [g["name"] for g in doc["gpus"]]
     assert order.index(parent["name"]) + 1 == order.index(migs[0])  # instances under it
@@ -58,5 +58,5 @@ def test_parent_and_instances_never_counted_twice(shared: Path, tmp_path: Path) 
 def test_another_layout_two_instances(shared: Path, tmp_path: Path) -> None:
     doc = ingest_and_report(tmp_path / "store", _store(shared, tmp_path, drop_mig=(1, 3)))
     migs = [g["name"] for g in doc["gpus"] if g.get("parent_uuid")]
-    assert [m.rsplit(" ", 1)[-1] for m in migs] == ["#3", "#5"]
+    assert [m.rsplit(" ", 2)[-2:] for m in migs] == [["1g.20gb", "#3"], ["1g.20gb", "#5"]]
     assert doc["totals"]["mig_instances"] == 2

@@ -13,7 +13,7 @@ Column groups (names are the contract; types in parentheses):
   `step_s`), `no_data_s` (float64, seconds of gaps beyond the cap that start in the interval:
   no data, neither allocated nor unallocated). A frame without `covered_s` counts `step_s`;
 - identity (string): `host`, `gpu_uuid`, `gpu_index`, `gpu_model`, `mig_instance`,
-  `parent_uuid`;
+  `parent_uuid`, `mig_profile` (`3g.40gb`: its share of the GPU, see `waste`);
 - attribution (string, from the process holding most GPU memory in the interval; null when no
   process): `pid`, then `gpulens.model.ATTRIBUTION_LABELS` (`process_name`, `user`, `project`,
   `team`, `job_id`, `container`, `pod`, `namespace`, `engine`); and `processes` (int64,
@@ -36,7 +36,8 @@ Column groups (names are the contract; types in parentheses):
   ratio), `host_iowait`, `data_wait` (the job's app_data_wait_ratio), `tokens_per_s`,
   `model_parameters`, `kernel_launches_per_s`, `latency_p50_s`;
 - health (float64, null when not reported): `ecc_dbe_total` (uncorrected ECC errors since the
-  driver loaded, the interval's largest count), `xid_last` (the largest XID error number reported in the interval).
+  driver loaded, the interval's largest count), `xid_last` (the largest XID error number
+  reported in the interval).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "gpu_model",
     "mig_instance",
     "parent_uuid",
+    "mig_profile",
 )
 # the attributed process: its pid, then gpulens.model.ATTRIBUTION_LABELS (pod_uid is not one)
 ATTRIBUTION_COLUMNS: tuple[str, ...] = ("pid", *ATTRIBUTION_LABELS)

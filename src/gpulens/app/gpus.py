@@ -19,6 +19,7 @@ GPU_KEYS: tuple[str, ...] = (
     "gpu_model",
     "mig_instance",
     "parent_uuid",
+    "mig_profile",
 )
 SNAPSHOT_NOTE = "snapshot: no duration, no GPU-hours or cost (the state at one instant)"
 

@@ -56,7 +56,8 @@ DAY_KEY = b"gpulens.frame_day"
 #: 2: coarser levels (`lvl` column) next to the 60 s partial sums; 3: every partial aggregate
 #: that is not a sum and count is named as its column (the application maxima were `x_<name>`)
 #: 4: first/last reading times and the coverage rule's columns per bucket (store/coverage.py)
-FORMAT_VERSION = b"4"
+#: 5: the MIG profile of each GPU entity
+FORMAT_VERSION = b"5"
 #: the raw tables an interval frame is built from
 INPUT_KINDS: tuple[Kind, ...] = (Kind.GPU, Kind.PROCESS, Kind.HOST, Kind.APP)
 

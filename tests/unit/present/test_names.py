@@ -1,5 +1,6 @@
 """GPU names on real captures: the A100 dump in MIG mode and the RTX 3080 dump, both index 0
-of one host: every name differs, instances read `MIG #<GPU instance>` under their parent."""
+of one host: every name differs, instances read `MIG <profile> #<GPU instance>` under their
+parent."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def _labels(shared: Path, name: str) -> list[dict[str, str]]:
 
 def test_mig_instances_under_their_parent(shared: Path) -> None:
     rows = _labels(shared, "a100-sxm4-v12.xml")
-    assert gpu_names(rows) == ["vm/0", "vm/0 MIG #3", "vm/0 MIG #4", "vm/0 MIG #5", "vm/0 MIG #6"]
+    assert gpu_names(rows) == ["vm/0", *(f"vm/0 MIG 1g.20gb #{gi}" for gi in (3, 4, 5, 6))]
 
 
 def test_repeated_indices_get_a_uuid_suffix(shared: Path) -> None:
@@ -30,11 +31,14 @@ def test_repeated_indices_get_a_uuid_suffix(shared: Path) -> None:
     assert names[0].startswith("vm/0 ·") and names[0].split("·")[1] in rows[0]["gpu_uuid"]
     parent = next(n for n, r in zip(names, rows, strict=True) if r["gpu_uuid"].endswith("298"))
     assert parent == "vm/0 ·298"
-    assert [n for n in names if "MIG" in n] == [f"{parent} MIG #{gi}" for gi in (3, 4, 5, 6)]
+    migs = [f"{parent} MIG 1g.20gb #{gi}" for gi in (3, 4, 5, 6)]
+    assert [n for n in names if "MIG" in n] == migs
 
 
 def test_a_profile_is_named(shared: Path) -> None:
     rows = _labels(shared, "a100-sxm4-v12.xml")
-    rows[1]["mig_profile"] = "3g.40gb"
+    rows[1]["mig_profile"] = "3g.40gb"  # as dcgm-exporter's GPU_I_PROFILE names it
     assert gpu_names(rows)[1] == "vm/0 MIG 3g.40gb #3"
     assert gpu_names(rows[1:2]) == ["vm/0 MIG 3g.40gb #3"]  # without its parent's row
+    del rows[2]["mig_profile"]
+    assert gpu_names(rows)[2] == "vm/0 MIG #4"  # a profile nobody named

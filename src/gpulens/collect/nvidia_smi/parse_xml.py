@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from gpulens.collect.capture_time import nvsmi_xml_time
 from gpulens.collect.inputs import CHUNK, DEFAULT_LIMITS, Limits
+from gpulens.collect.nvidia_smi import mig_profile
 from gpulens.collect.nvidia_smi import values as v
 from gpulens.collect.nvidia_smi.errors import NvidiaSmiParseError
 from gpulens.collect.nvidia_smi.xmltree import Node, parse_tree, parse_tree_chunks
@@ -212,12 +213,24 @@ def _gpu_readings(
         labels_m = dict(labels, gpu_uuid=mig_uuid, parent_uuid=uuid)
         if gi is not None:
             labels_m["mig_instance"] = gi
-        profile = _text(mig, "profile") or _text(mig, "name")
+        mig_vals = _values(mig, _MIG_FIELDS, source)
+        profile = (
+            _text(mig, "profile")
+            or _text(mig, "name")
+            or mig_profile.profile(
+                model,
+                _convert(
+                    mig.find("device_attributes", "shared", "multiprocessor_count"), _COUNT, source
+                ),
+                mig_vals.get("memory_total_bytes"),
+                vals.get("memory_total_bytes"),
+            )
+        )
         if profile is not None:
             labels_m["mig_profile"] = profile
         frozen = FrozenLabels(labels_m)
         mig_labels.setdefault(gi or index, frozen)
-        out.append(Reading(Kind.GPU, ts_ns, frozen, _values(mig, _MIG_FIELDS, source)))
+        out.append(Reading(Kind.GPU, ts_ns, frozen, mig_vals))
 
     procs = gpu.child("processes")
     for proc in procs.all("process_info") if procs is not None else ():

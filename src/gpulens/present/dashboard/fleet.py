@@ -133,7 +133,7 @@ def timeline(a: Analysed) -> Timeline:
     )
 
 
-_NAME_KEYS = ("host", "gpu_index", "gpu_uuid", "mig_instance", "parent_uuid")
+_NAME_KEYS = ("host", "gpu_index", "gpu_uuid", "mig_instance", "parent_uuid", "mig_profile")
 
 
 def heatmap(a: Analysed) -> Heatmap:
@@ -190,7 +190,7 @@ def fleet_page(a: Analysed) -> FleetPage:
     page.waste_by_cause = rows(
         waste.waste_by_cause(frame, prices=s.prices, region=s.region), CAUSE_KEYS
     )
-    keys = ("host", "gpu_index", "gpu_uuid", "gpu_model", "mig_instance", "parent_uuid")
+    keys = (*_NAME_KEYS, "gpu_model")
     per_gpu = rollups.rollup(frame, keys, s.prices).to_pylist()
     per_gpu.sort(key=gpu_order)  # each MIG instance under its parent
     gpus = []

@@ -131,7 +131,7 @@ def _first(table: pa.Table, name: str) -> str | None:
 
 def _identity(frame: pa.Table) -> dict[str, Any]:
     """The naming labels of the frame's GPU entity (its first row)."""
-    keys = ("host", "gpu_index", "gpu_uuid", "mig_instance", "parent_uuid")
+    keys = ("host", "gpu_index", "gpu_uuid", "mig_instance", "parent_uuid", "mig_profile")
     return {k: _first(frame, k) for k in keys if k in frame.column_names}
 
 

@@ -418,12 +418,13 @@ def to_terminal(view: ReportView) -> str:
     lines += [f"{k:<{width}}  {v}" for k, v in _headline(view)] + [""]
     shown, hidden = _shown_gpus(view)
     lines.append(
-        "Per GPU                            duty                  SM                    tensor"
+        "Per GPU                                  duty                  SM                    "
+        "tensor"
     )
     for g in shown:
         host, gpu = _gpu_name(g, view.gpus)
         lines.append(
-            f"{host[:12]:<12} {gpu[:20]:<20}  "
+            f"{host[:12]:<12} {gpu[:26]:<26}  "
             f"{_bar(g.get('mean_duty'))}  {_bar(g.get('mean_sm_active'))}  "
             f"{_bar(g.get('mean_tensor_active'))}"
         )

@@ -78,7 +78,8 @@ def test_a100_v12_mig(shared: Path) -> None:
         assert mig.labels["parent_uuid"] == gpu.labels["gpu_uuid"]
         assert mig.labels["gpu_uuid"].startswith("MIG-GPU-513536b6")
         assert mig.labels["gpu_index"] == gpu.labels["gpu_index"]
-        assert "mig_profile" not in mig.labels  # v12 does not print the profile name
+        # v12 does not print the profile: told from 14 SMs, 19968 of 81920 MiB (issue 16)
+        assert mig.labels["mig_profile"] == "1g.20gb"
         assert mig.values == {
             "memory_total_bytes": 19968 * MIB,
             "memory_reserved_bytes": 0.0,
