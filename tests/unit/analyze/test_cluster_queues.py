@@ -104,7 +104,9 @@ def test_unknown_totals_give_unknown_allocation() -> None:
     s = summarise(to_grid(table))
     assert math.isnan(s.pooled_allocation)
     assert all(math.isnan(q.allocation) for q in s.queues)
-    assert s.pending_while_idle_gpu_hours == 0.0
+    # idle GPUs unknown: whether jobs waited while GPUs idled is unknown too, not "never"
+    assert math.isnan(s.pending_while_idle_share)
+    assert math.isnan(s.pending_while_idle_gpu_hours)
 
 
 def test_sources_far_apart_are_refused_not_allocated() -> None:

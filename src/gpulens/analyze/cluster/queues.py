@@ -81,13 +81,13 @@ def idle_and_pending(grid: Grid) -> tuple[np.ndarray, np.ndarray]:
 
 def movable_gpus(grid: Grid) -> np.ndarray:
     """Per step: the GPUs idle in some queue that pending jobs of another queue could take
-    (NaN where no queue has data)."""
+    (NaN where no queue's idle GPUs are known: no total, or no in-use count)."""
     idle, pending = idle_and_pending(grid)
     p_sum, i_sum = pending.sum(axis=0), idle.sum(axis=0)
     own = (p_sum + i_sum)[None, :] - pending - idle
     flow = np.minimum(np.minimum(p_sum, i_sum), own.min(axis=0))
-    has_data = (~np.isnan(grid.total) | ~np.isnan(grid.pending)).any(axis=0)
-    return np.where(has_data, np.maximum(flow, 0.0), np.nan)
+    idle_known = (~np.isnan(grid.total) & ~np.isnan(grid.in_use)).any(axis=0)
+    return np.where(idle_known, np.maximum(flow, 0.0), np.nan)
 
 
 def _crossing(
@@ -166,7 +166,9 @@ def summarise(grid: Grid) -> ClusterSummary:
         in_use_gpu_hours=use_h,
         pending_gpu_hours=sum(q.pending_gpu_hours for q in queues),
         pending_while_idle_share=_ratio(float((movable[seen] > 0).sum()), float(seen.sum())),
-        pending_while_idle_gpu_hours=float(movable[seen].sum()) * hours,
+        pending_while_idle_gpu_hours=(
+            float(movable[seen].sum()) * hours if seen.any() else float("nan")
+        ),
         queues=queues,
         movable=movable,
         peak_start_s=grid.start_s + peak_index * grid.step_s,

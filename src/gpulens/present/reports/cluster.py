@@ -38,7 +38,7 @@ EVIDENCE_UNITS = {
 }
 
 
-def _n(x: float) -> float | None:
+def _n(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
@@ -81,7 +81,7 @@ def _sequence_dict(s: ClusterSummary | None) -> dict[str, Any]:
         "in_use_gpu_hours": s.in_use_gpu_hours,
         "pending_gpu_hours": s.pending_gpu_hours,
         "pending_while_idle_share": _n(s.pending_while_idle_share),
-        "pending_while_idle_gpu_hours": s.pending_while_idle_gpu_hours,
+        "pending_while_idle_gpu_hours": _n(s.pending_while_idle_gpu_hours),
         "pending_while_idle_peak": {
             "start": _iso(s.peak_start_s),
             "gpu_hours": s.peak_gpu_hours,
@@ -171,8 +171,8 @@ def _gpus(x: float) -> str:
     return human.number(_n(x)) + " GPUs" if _n(x) is not None else human.MISSING
 
 
-def _hours(x: float) -> str:
-    return human.number(x) + " GPU-h"
+def _hours(x: float | None) -> str:
+    return human.number(_n(x)) + " GPU-h" if _n(x) is not None else human.MISSING
 
 
 def _quartiles(q: tuple[float, float, float]) -> str:
