@@ -162,6 +162,9 @@ def test_real_kubernetes_manifest(shared: Path) -> None:
     assert (queue["name"], queue["pending_gpu_hours"]) == ("default-queue", 1 / 60)
     assert queue["gpus"] is None  # no node list: total unknown, not 0
     assert any("total GPUs unknown" in n for n in doc["notes"])
+    # --capacity gives the queue its GPUs: the pending pod's GPU then waits while 4 idle
+    [queue] = _json(FleetSources(k8s=[pod], capacity={"default-queue": 4.0}))["queues"]
+    assert (queue["gpus"], queue["allocation"]) == (4.0, 0.0)
 
 
 def test_bad_input_is_one_line(sequence: list[str]) -> None:

@@ -177,7 +177,9 @@ def run_fleet(src: FleetSources, cfg: Config | None = None) -> FleetView:
                 f"Kubernetes: {name}, {state.jobs.num_rows} GPU pods/workloads, "
                 f"{state.nodes.num_rows} nodes"
             )
-    summary = _summary(parts, src.step_s) if scheduler else None
+    summary = (
+        _summary([_capacity(p, src.capacity) for p in parts], src.step_s) if scheduler else None
+    )
     unknown = [q.name for q in summary.queues if q.gpus != q.gpus] if summary else []
     if unknown:
         notes.append(
@@ -213,6 +215,19 @@ def run_fleet(src: FleetSources, cfg: Config | None = None) -> FleetView:
         notes=notes,
         usage=used,
     )
+
+
+def _capacity(table: pa.Table, capacity: Mapping[str, float]) -> pa.Table:
+    """`table` with the total GPUs of the queues in `capacity` set to it (--capacity wins)."""
+    if not capacity or table.num_rows == 0:
+        return table
+    queues = table[QUEUE].to_pylist()
+    totals = table[TOTAL].to_pylist()
+    fixed = [
+        capacity.get(q, t) if q is not None else t for q, t in zip(queues, totals, strict=True)
+    ]
+    index = table.schema.get_field_index(TOTAL)
+    return table.set_column(index, TOTAL, pa.array(fixed, pa.float64()))
 
 
 def _summary(parts: list[pa.Table], step_s: int | None) -> ClusterSummary:
