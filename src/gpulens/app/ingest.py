@@ -34,7 +34,7 @@ FORMATS: tuple[str, ...] = ("dcgm-exporter", "nvidia-smi-xml", "nvidia-smi-csv",
 #: rows of columnar tables (CSV imports) buffered before they are written as segments
 TABLE_ROWS = 1_000_000
 #: readings (captures) buffered before they are written as segments
-READINGS = 200_000
+READINGS = 100_000
 
 
 @dataclass
