@@ -6,9 +6,11 @@ Starts `gpulens agent` as a separate process on loopback (simulated collector, 1
 1 s interval, default flush), scrapes its `/metrics` every `--scrape-every` seconds as a
 Prometheus server would, opens no dashboard page, and samples the process every 5 s: resident
 memory, CPU (user + system) since the previous sample, threads and open file descriptors.
-Prints one row per sample, then the CPU as a share of one core over the whole window after
-`--warmup`, and the RSS growth from the first to the last sample. Target (issue 15): RSS
-≤ 150 MB and ≤ 1 % of one core, both flat.
+Resident memory is split into anonymous pages (the heap: Python objects, Arrow and DuckDB
+buffers) and file pages (the shared libraries' code and data that were touched: DuckDB's and
+pyarrow's are most of it). Prints one row per sample, then the CPU as a share of one core
+over the whole window after `--warmup`, and the RSS growth from the first to the last sample.
+Target (issue 15): RSS ≤ 150 MB and ≤ 1 % of one core, both flat.
 
 `--dashboard` also GETs the dashboard's Fleet page data every 15 s, to show what a viewer adds.
 """
@@ -56,6 +58,17 @@ def poll(url: str, every: float, stop: threading.Event, failures: list[str]) -> 
                 r.read()
         except OSError as exc:
             failures.append(f"{url}: {exc}")
+
+
+def rss_split(pid: int) -> tuple[int, int]:
+    """(anonymous, file-backed) resident bytes of `pid` (Linux /proc/PID/status)."""
+    fields = {}
+    with Path(f"/proc/{pid}/status").open(encoding="ascii") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("RssAnon", "RssFile"):
+                fields[name] = int(value.split()[0]) * 1024
+    return fields.get("RssAnon", 0), fields.get("RssFile", 0)
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
@@ -106,7 +119,8 @@ def main() -> None:
                 now, cpu = time.monotonic(), cpu_seconds(proc)
                 rss, fds = proc.memory_info().rss, proc.num_fds()
                 share = (cpu - last_cpu) / (now - last_t)
-                rows.append((now - started, rss, share, proc.num_threads(), fds))
+                anon, file = rss_split(popen.pid)
+                rows.append((now - started, rss, anon, file, share, proc.num_threads(), fds))
                 if now - started < args.warmup:
                     first_cpu = cpu
                 last_cpu, last_t = cpu, now
@@ -117,9 +131,11 @@ def main() -> None:
     print(f"agent on {args.gpus} simulated GPUs, /metrics every {args.scrape_every:g} s"
           f"{', Fleet page every 15 s' if args.dashboard else ''}; answering after {ready:.1f} s; "
           f"load average {os.getloadavg()[0]:.1f}\n")  # fmt: skip
-    print("| t s | RSS MB | CPU % of a core | threads | open fds |\n|---:|---:|---:|---:|---:|")
-    for t, rss, cpu, threads, fds in rows:
-        print(f"| {t:.0f} | {rss / 1e6:.0f} | {100 * cpu:.2f} | {threads} | {fds} |")
+    print("| t s | RSS MB | anon MB | file MB | CPU % of a core | threads | open fds |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for t, rss, anon, file, cpu, threads, fds in rows:
+        print(f"| {t:.0f} | {rss / 1e6:.0f} | {anon / 1e6:.0f} | {file / 1e6:.0f} | "
+              f"{100 * cpu:.2f} | {threads} | {fds} |")  # fmt: skip
     after = [r for r in rows if r[0] >= args.warmup]
     window = rows[-1][0] - (after[0][0] - SAMPLE_EVERY)
     cpu_share = 100 * (last_cpu - first_cpu) / window

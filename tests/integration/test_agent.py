@@ -200,3 +200,23 @@ def test_unusable_data_dir_is_one_clear_error(tmp_path: Path) -> None:
     assert proc.returncode == 2, stderr
     assert "cannot be created" in stderr and "--data-dir" in stderr
     assert "Traceback" not in stderr
+
+
+def test_speed_needs_simulated_collectors(tmp_path: Path) -> None:
+    config = tmp_path / "gpulens.toml"
+    config.write_text(
+        f'data_dir = "{tmp_path / "data"}"\n[collect]\ncollectors = ["simulated", "nvml"]\n',
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+    proc = subprocess.run(
+        [*GPULENS, "agent", "--config", str(config), "--speed", "60"],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "500"},
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--speed 60 needs simulated collectors only" in proc.stderr
+    assert "'nvml'" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "data").exists()  # refused before anything started

@@ -1,8 +1,14 @@
 """The agent: one long-running process that records, exports and serves.
 
-Collectors → store (as `record`), with every tick also feeding a `LiveState`; a background pass
-runs the findings rules over the recent history every `agent.findings_every_seconds`; and one
-HTTP port serves Prometheus `/metrics`, the web dashboard and its JSON API. SIGTERM or SIGINT
+Collectors → store (as `record`), with every tick also feeding a `LiveState`, whose states are
+refreshed when an interval closes (or when a viewer asks); a background pass runs the findings
+rules over the recent history every `agent.findings_every_seconds` while someone looks at the
+dashboard, and `IDLE_FINDINGS_FACTOR` times less often when nobody does (/metrics still shows
+them); and one HTTP port serves Prometheus `/metrics`, the web dashboard and its JSON API.
+
+With a `PacedClock` (`gpulens agent --speed`, simulated collectors only), background passes
+(findings, compaction and retention) run on the simulated clock too, and the tick lag is how
+far the ticks fall behind the pace on the wall clock. SIGTERM or SIGINT
 stops the server, then the recorder, which flushes its buffer before the process exits; the
 whole shutdown takes at most `SHUTDOWN_S` seconds whatever the sources are doing (collectors
 run in daemon threads that are abandoned, not waited for).
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import math
 import signal
 import socket
 import threading
@@ -43,6 +50,14 @@ NS = 1_000_000_000
 SHUTDOWN_S = 5.0
 #: of which this much is left for the interpreter to exit after the background work stopped
 EXIT_MARGIN_S = 0.5
+#: without a dashboard viewer in the last `VIEWER_S` seconds, findings run this many times
+#: less often (they only feed /metrics then)
+IDLE_FINDINGS_FACTOR = 5
+VIEWER_S = 600.0
+#: under --speed, findings passes are at least this far apart on the wall clock, and
+#: maintenance passes (compaction, retention) at least MIN_WALL_WAIT_S
+FINDINGS_MIN_WALL_S = 10.0
+MIN_WALL_WAIT_S = 1.0
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -82,8 +97,16 @@ class AgentContext:
     trace_dirs: tuple[Path, ...] = ()
     max_upload_bytes: int = 256 * 1024 * 1024
     exposition: Callable[[], bytes] | None = None  # /metrics text; empty without it
+    last_view: float | None = None  # time.monotonic() of the last dashboard request
     _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _store: Store | None = field(default=None, repr=False)
+
+    def viewed(self) -> None:
+        """A dashboard page or API request came in (the findings pass runs at full pace)."""
+        self.last_view = time.monotonic()
+
+    def viewer_recent(self, within_s: float = VIEWER_S) -> bool:
+        return self.last_view is not None and time.monotonic() - self.last_view < within_s
 
     def with_store(self, fn: Callable[[Store], Any]) -> Any:
         """Run `fn(store)` on the shared read-only Store (one DuckDB connection: one at a
@@ -152,7 +175,7 @@ class Agent:
         ctx = self.context = context_from_config(cfg)
         self.live = ctx.live = LiveState(
             state_window_s=cfg.get("agent.state_window_seconds"),
-            keep_s=max(300.0, 3 * cfg.get("agent.state_window_seconds")),
+            keep_s=3 * cfg.get("agent.state_window_seconds"),  # what a refresh reads
             states=ctx.analysis["states"],
             prices=ctx.prices,
             region=ctx.region,
@@ -161,8 +184,9 @@ class Agent:
         self._web = web
         self.stop = threading.Event()
         self.errors: list[str] = []
-        self._refresh_every = max(1, round(5.0 / cfg.get("collect.interval_seconds")))
-        self._ticks = 0
+        self.speed = float(getattr(clock, "speed", 1.0))  # a PacedClock's pace, else 1
+        self._paced_from: tuple[float, int] | None = None  # (monotonic, clock ns) at start
+        self._scheduler: Scheduler | None = None
         self._threads: list[threading.Thread] = []
         self._writer: SegmentWriter | None = None
         self._server: _Server | None = None
@@ -178,8 +202,11 @@ class Agent:
         self.live.on_tick(tick)
         if self._writer is not None:  # flush errors and the buffer show in /metrics at once
             self.live.set_store_stats(_fields(self._writer.stats()))
-        self._ticks += 1
-        if self._ticks % self._refresh_every == 1 or self._refresh_every == 1:
+        if self._paced_from is not None and self._scheduler is not None:
+            wall0, sim0 = self._paced_from  # a paced clock's time is exact: lag is on the wall
+            due = wall0 + (tick.ts - sim0) / NS / self.speed
+            self._scheduler.stats.last_lag_s = max(0.0, time.monotonic() - due)
+        if self.live.refresh_due(tick.ts):
             try:
                 self.live.refresh()
             except Exception as exc:  # a failing analysis never stops recording
@@ -188,6 +215,16 @@ class Agent:
     def _on_start(self, scheduler: Scheduler, writer: SegmentWriter) -> None:
         self.live.watch(scheduler.stats)
         self._writer = writer
+        self._scheduler = scheduler
+        if math.isfinite(self.speed) and self.speed != 1.0:
+            self._paced_from = (time.monotonic(), self.clock.now_ns())
+
+    def _wall(self, seconds: float, least_s: float = MIN_WALL_WAIT_S) -> float:
+        """`seconds` of the agent's clock as a wall-clock wait (at least `least_s` when
+        paced)."""
+        if self.speed == 1.0:
+            return seconds
+        return max(least_s, seconds / self.speed) if math.isfinite(self.speed) else least_s
 
     def _record(self) -> None:
         try:
@@ -198,7 +235,7 @@ class Agent:
                 duration_s=None,
                 on_tick=self._on_tick,
                 stop=self.stop,
-                maintenance=True,
+                maintenance=self.speed == 1.0,  # paced: `_maintenance_loop`, on the clock
                 on_start=self._on_start,
                 warn=self._warn,
             )
@@ -213,8 +250,16 @@ class Agent:
         every = float(self.cfg.get("agent.findings_every_seconds"))
         window = float(self.cfg.get("agent.findings_window_seconds"))
         wait = min(every, 5.0)  # the first pass soon after start, then every `every`
-        while not self.stop.wait(wait):
-            wait = every
+        last: float | None = None
+        while not self.stop.wait(self._wall(wait, FINDINGS_MIN_WALL_S)):
+            wait = min(every, 5.0)
+            due = every if self.context.viewer_recent() else every * IDLE_FINDINGS_FACTOR
+            if (
+                last is not None
+                and time.monotonic() - last < self._wall(due, FINDINGS_MIN_WALL_S) - 0.5
+            ):
+                continue  # a viewer can bring the next pass forward, none holds it back
+            last = time.monotonic()
             now = self.clock.now_ns()
             if self._writer is not None:
                 self.live.set_store_stats(_fields(self._writer.stats()))
@@ -224,6 +269,24 @@ class Agent:
                 self._note(f"findings pass: {type(exc).__name__}: {exc}")
                 continue
             self.live.set_findings(view.findings, now)
+
+    def _maintenance_loop(self) -> None:
+        """Compaction and retention on the agent's (paced) clock, as `record` runs them on the
+        wall clock without --speed."""
+        from gpulens.store.maintenance import maintain
+
+        compact_after = float(self.cfg.get("store.compact_after_seconds"))
+        every = max(60.0, compact_after / 2)
+        while not self.stop.wait(self._wall(every)):
+            try:
+                maintain(
+                    self.cfg.data_dir,
+                    keep_days=self.cfg.get("store.retention_days"),
+                    compact_min_age_seconds=compact_after,
+                    clock=self.clock,
+                )
+            except Exception as exc:  # retried next time; recording goes on
+                self._note(f"maintenance: {type(exc).__name__}: {exc}")
 
     def _analyse(self, start_ns: int, end_ns: int, store: Store) -> ReportView:
         from gpulens.app.analysis import analyse
@@ -250,10 +313,10 @@ class Agent:
     # -- running -------------------------------------------------------------------------------
     def start_background(self) -> None:
         """Start the recorder and the findings pass (the HTTP server is `serve`)."""
-        for target, name in (
-            (self._record, "gpulens-record"),
-            (self._findings_loop, "gpulens-findings"),
-        ):
+        work = [(self._record, "gpulens-record"), (self._findings_loop, "gpulens-findings")]
+        if self.speed != 1.0:
+            work.append((self._maintenance_loop, "gpulens-maintenance"))
+        for target, name in work:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)

@@ -9,6 +9,10 @@ state began (Prometheus counters), and holds the findings the agent last compute
 
 Front ends (the exporter, the web dashboard, `gpulens top`) read `snapshot()`: plain frozen
 records, no formatting, safe to read from any thread.
+
+A refresh is needed only when an interval closes (`refresh_due`): the waste counters and the
+states /metrics shows are those of closed intervals. A viewer that wants the interval still
+filling asks for it (`fresh`), and pays for it only while it looks.
 """
 
 from __future__ import annotations
@@ -161,6 +165,9 @@ class LiveState:
         self._stats: SelfStats | None = None
         self._store: dict[str, float] = {}
         self._last_flush_ns: int | None = None
+        self._refresh_lock = threading.Lock()
+        self.refreshed_ns: int | None = None  # the window end (newest tick) of the last refresh
+        self.refreshes = 0
 
     # -- feeding -------------------------------------------------------------------------------
     def on_tick(self, tick: TickResult) -> None:
@@ -207,15 +214,39 @@ class LiveState:
             self._findings_ts = ts
 
     # -- analysis ------------------------------------------------------------------------------
+    def refresh_due(self, ts: int) -> bool:
+        """True when the tick at `ts` closed an interval since the last refresh (or there was
+        none yet): the only ticks after which /metrics has something new to show."""
+        done = self.refreshed_ns
+        step_ns = round(self.state_window_s * NS)
+        return done is None or ts // step_ns > done // step_ns
+
+    def fresh(self, max_age_s: float = 5.0) -> None:
+        """Refresh unless the last refresh saw a tick at most `max_age_s` seconds older than
+        the newest (for a viewer of the interval still filling). Never raises: a failing
+        analysis leaves the last state."""
+        latest, done = self.window.latest_ns, self.refreshed_ns
+        if latest is None or (done is not None and latest - done <= max_age_s * NS):
+            return
+        try:
+            self.refresh()
+        except Exception:  # the snapshot still shows the readings; the states wait
+            return
+
     def refresh(self) -> pa.Table | None:
         """Classify the last `state_window_s` seconds and count the waste of closed intervals.
 
-        Returns the annotated frame (None before any reading). Cheap enough to call every
-        tick for a node's GPUs (one DuckDB query over a few minutes of readings).
+        Returns the annotated frame (None before any reading): one DuckDB query over a few
+        minutes of readings. One refresh runs at a time.
         """
+        with self._refresh_lock:
+            return self._refresh()
+
+    def _refresh(self) -> pa.Table | None:
         latest = self.window.latest_ns
         if latest is None:
             return None
+        self.refreshed_ns, self.refreshes = latest, self.refreshes + 1
         step_ns = round(self.state_window_s * NS)
         # the current (possibly partial) interval and the ones before it still in the window
         end = (latest // step_ns + 1) * step_ns

@@ -2,7 +2,11 @@
 
 Ticks sit on a grid of `interval_s` aligned to the clock (a 1 s interval ticks on whole
 seconds), and readings carry the tick's grid time, so hosts line up and nothing drifts. A tick
-that overruns skips the grid points it missed instead of bunching up.
+that overruns skips the grid points it missed instead of bunching up; so does a clock that
+jumps forward (one tick at the new time, the points in between counted as missed). A clock that
+jumps back by more than an interval moves the grid to the new time at once (counted in
+`clock_jumps_back`), instead of waiting until the clock is back where it was; the rate stage
+gives no rate across the step back (a non-increasing timestamp), never a negative one.
 
 With `timeout_s`, each collector runs in its own daemon thread, so a slow source cannot delay
 another's tick: one that overruns its timeout is reported as timed out and its late result is
@@ -96,6 +100,7 @@ class Scheduler:
         self.stats = SelfStats(self.keys)
         self.watch = SinkWatch(warn) if warn is not None else None
         self._interval_ns = s_to_ns(self.interval_s)
+        self.clock_jumps_back = 0
         self._workers: dict[str, _Worker] = {}
         self._running: dict[str, cf.Future[_Done]] = {}
         self._endpoints = {
@@ -216,9 +221,14 @@ class Scheduler:
         ticks = 0
         try:
             while end is None or due < end:
+                if due - self.clock.now_ns() > interval:  # the clock went back: regrid on it
+                    due = -(-self.clock.now_ns() // interval) * interval
+                    self.clock_jumps_back += 1
                 if not self.clock.sleep_until(due, stop):
                     break
                 now = self.clock.now_ns()
+                if due - now > interval:
+                    continue  # it went back while we slept: regrid at the top
                 missed = max(0, (now - due) // interval)
                 if missed:  # overran: jump to the latest grid point, count the rest as missed
                     due += missed * interval

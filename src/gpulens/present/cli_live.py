@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpulens.clock import SystemClock
+from gpulens.clock import Clock, PacedClock, SystemClock
 from gpulens.config import Config, load_config
+from gpulens.errors import ConfigError
 from gpulens.present.console import app, err, out
 from gpulens.present.lazy import lazy_module
 
@@ -39,18 +40,25 @@ def _announce(url: str, token: str | None, show_token: bool) -> None:
     )
 
 
-def serve_agent(cfg: Config, collectors: list, show_token: bool = False) -> None:  # type: ignore[type-arg]
+def serve_agent(
+    cfg: Config,
+    collectors: list,  # type: ignore[type-arg]
+    show_token: bool = False,
+    clock: Clock | None = None,
+) -> None:
     """Run the agent over `collectors` until SIGTERM or SIGINT.
 
     This is where the running process is composed: the agent (app/) records and judges, and is
     handed the dashboard's web app and the /metrics exporter (present/) to serve."""
     from gpulens.app.agent import Agent
     from gpulens.present.prometheus.exporter import metrics_source
-    from gpulens.present.web.app import create_app
+    from gpulens.present.web.front import lazy_app
     from gpulens.present.web.security import check_token
 
     check_token(cfg.get("agent.token"))  # before anything starts
-    agent = Agent(cfg, collectors, SystemClock(), web=create_app, metrics=metrics_source(cfg))
+    agent = Agent(
+        cfg, collectors, clock or SystemClock(), web=lazy_app, metrics=metrics_source(cfg)
+    )
     agent.serve(on_ready=lambda url: _announce(url, cfg.get("agent.token"), show_token))
     err.print("gpulens agent stopped; buffered readings flushed")
 
@@ -69,16 +77,48 @@ def agent(
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where to store the readings.")] = None,
     show_token: Annotated[bool, typer.Option(help=SHOW_TOKEN_HELP)] = False,
+    speed: Annotated[
+        float | None,
+        typer.Option(
+            help="Simulated seconds per wall-clock second, for the simulated collector only "
+            "(soak tests: a simulated day in minutes).",
+        ),
+    ] = None,
 ) -> None:
     """Record, export /metrics and serve the dashboard and API, on one port."""
     cfg = load_config(
         config,
         overrides={"data_dir": str(data_dir) if data_dir else None, "agent.listen": listen},
     )
-    collectors = session.build_collectors(cfg, SystemClock())
+    clock: Clock = SystemClock()
+    if speed is not None:
+        clock = PacedClock(paced_start(clock.now_ns()), speed=check_speed(speed, cfg))
+    collectors = session.build_collectors(cfg, clock)
     names = ", ".join(c.name for c in collectors)
-    err.print(f"gpulens agent: recording {names} into {cfg.data_dir}")
-    serve_agent(cfg, collectors, show_token)
+    pace = f" at {speed:g}× real time" if speed is not None else ""
+    err.print(f"gpulens agent: recording {names} into {cfg.data_dir}{pace}")
+    serve_agent(cfg, collectors, show_token, clock)
+
+
+def check_speed(speed: float, cfg: Config) -> float:
+    """`--speed` when every collector is simulated (real sources answer for real time only);
+    ConfigError otherwise."""
+    names = list(cfg.get("collect.collectors"))
+    real = [n for n in names if n != "simulated"]
+    if real:
+        raise ConfigError(
+            f"--speed {speed:g} needs simulated collectors only, but collect.collectors = "
+            f"{names!r} has {', '.join(map(repr, real))}, which answer in real time: drop "
+            '--speed, or set collectors = ["simulated"]'
+        )
+    if not speed > 0 or speed != speed or speed == float("inf"):
+        raise ConfigError(f"--speed {speed:g} is not a positive finite factor: use e.g. 60")
+    return speed
+
+
+def paced_start(now_ns: int) -> int:
+    """Where a paced agent's clock starts: now, on a whole second."""
+    return now_ns - now_ns % 1_000_000_000
 
 
 @app.command()

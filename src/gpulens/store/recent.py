@@ -5,6 +5,11 @@ waiting for a flush, and `gpulens top` has no store at all. `RecentWindow` keeps
 the last `keep_s` seconds as Arrow tables and exposes them to DuckDB as the same views the
 `Store` has (`gpu`, `process`, `host`, `app`, `event`, with `ts` as TIMESTAMP_NS and `date`), so
 `gpulens.store.frames.gpu_intervals(window, use_cache=False)` works on it unchanged.
+
+Registration is incremental: each tick's tables wait in a short list that is merged into one
+block per kind every `BLOCK_TICKS` ticks (or at the next query), blocks leave the window whole
+once their newest reading is older than `keep_s`, and a query concatenates a few blocks, not
+one table per tick. The DuckDB connection runs on one thread.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from gpulens.model import Kind, Reading
 from gpulens.store.query import Params, QueryError
 from gpulens.store.schema import DATE, TS, TS_TYPE, empty_schema
 from gpulens.store.segments import Groups, _concat, group_readings
+
+#: ticks merged into one block per kind (fewer, larger Arrow tables to keep and concatenate)
+BLOCK_TICKS = 30
 
 _DUCK_TYPES = {"timestamp[ns]": "TIMESTAMP_NS", "string": "VARCHAR", "double": "DOUBLE"}
 
@@ -43,9 +51,11 @@ class RecentWindow:
         if keep_s <= 0:
             raise ValueError(f"keep_s must be > 0, got {keep_s!r}")
         self.keep_ns = round(keep_s * 1e9)
-        self._batches: deque[tuple[int, dict[Kind, pa.Table]]] = deque()
+        # merged blocks: (newest ts in the block, one table per kind); then the ticks not merged
+        self._blocks: deque[tuple[int, dict[Kind, pa.Table]]] = deque()
+        self._pending: list[tuple[int, dict[Kind, pa.Table]]] = []
         self._lock = threading.Lock()
-        self._con = duckdb.connect(":memory:")
+        self._con = duckdb.connect(":memory:", config={"threads": 1})
         self._dirty = True
         self.latest_ns: int | None = None
 
@@ -53,12 +63,34 @@ class RecentWindow:
         """Add one tick's readings (taken at `ts`) and forget what fell out of the window."""
         tables = readings_tables(readings)
         with self._lock:
-            self._batches.append((ts, tables))
+            self._pending.append((ts, tables))
+            if len(self._pending) >= BLOCK_TICKS:
+                self._merge()
             self.latest_ns = ts if self.latest_ns is None else max(self.latest_ns, ts)
             horizon = self.latest_ns - self.keep_ns
-            while self._batches and self._batches[0][0] <= horizon:
-                self._batches.popleft()
+            while self._blocks and self._blocks[0][0] <= horizon:
+                self._blocks.popleft()
+            self._pending = [(t, tb) for t, tb in self._pending if t > horizon]
             self._dirty = True
+
+    def _merge(self) -> None:
+        """The pending ticks as one block (called with the lock held)."""
+        if not self._pending:
+            return
+        per_kind: dict[Kind, list[pa.Table]] = {}
+        for _, tables in self._pending:
+            for kind, table in tables.items():
+                per_kind.setdefault(kind, []).append(table)
+        newest = max(t for t, _ in self._pending)
+        merged = {kind: _concat(parts).combine_chunks() for kind, parts in per_kind.items()}
+        self._blocks.append((newest, merged))
+        self._pending = []
+
+    @property
+    def blocks(self) -> int:
+        """How many merged blocks the window holds (each one table per kind)."""
+        with self._lock:
+            return len(self._blocks)
 
     def query(self, sql: str, params: Params = None) -> pa.Table:
         """Run `sql` over the window's views; QueryError when the SQL is wrong."""
@@ -77,8 +109,9 @@ class RecentWindow:
             return pa.table({}) if rel is None else rel.to_arrow_table()
 
     def _register(self) -> None:
+        self._merge()
         per_kind: dict[Kind, list[pa.Table]] = {}
-        for _, tables in self._batches:
+        for _, tables in self._blocks:
             for kind, table in tables.items():
                 per_kind.setdefault(kind, []).append(table)
         for kind in Kind:

@@ -383,3 +383,59 @@ def test_a_failing_sink_is_said_at_once_through_warn() -> None:
     results.append(sched.tick(T0 + S))
     assert len(said) == 1 and "No space left on device" in said[0]
     assert results[0].sink_error is not None
+
+
+class JumpClock(FakeClock):
+    """A FakeClock that jumps by `jumps[n]` ns while the scheduler sleeps before tick n, and
+    records every sleep's length (what a wall clock would wait)."""
+
+    def __init__(self, jumps: dict[int, int]) -> None:
+        super().__init__(T0)
+        self.jumps = jumps
+        self.sleeps: list[int] = []
+        self.n = 0
+
+    def sleep_until(self, deadline_ns: int, stop: threading.Event | None = None) -> bool:
+        self.sleeps.append(max(0, deadline_ns - self.now_ns()))
+        jump = self.jumps.pop(self.n, 0)
+        self.n += 1
+        if jump:  # the jump happens mid-sleep: the sleep ends with the clock moved
+            self.set(max(self.now_ns(), deadline_ns) + jump)
+            return True
+        return super().sleep_until(deadline_ns, stop)
+
+
+def test_a_clock_jumping_forward_gives_one_tick_not_a_flood() -> None:
+    clock, sink = JumpClock({3: 3600 * S}), ListSink()
+    sched = Scheduler([Counting()], sink, clock, rates=RateStage())
+    results: list[TickResult] = []
+    sched.run(duration_s=3610, on_tick=results.append)
+    stamps = [r.ts - T0 for r in sink.readings]
+    assert stamps[:3] == [0, S, 2 * S]
+    assert stamps[3] == 3603 * S and results[3].missed_ticks == 3600  # one tick at the new time
+    assert len(stamps) == 3 + 7  # then on the grid to the end: 3603 .. 3609
+    assert all(b > a for a, b in itertools.pairwise(stamps))
+
+
+def test_a_clock_jumping_back_keeps_ticking_without_negative_intervals() -> None:
+    clock, sink = JumpClock({3: -3600 * S}), ListSink()
+    sched = Scheduler([Counting()], sink, clock, rates=RateStage())
+    stop = threading.Event()
+    results: list[TickResult] = []
+
+    def on_tick(result: TickResult) -> None:
+        results.append(result)
+        if len(results) == 10:
+            stop.set()
+
+    sched.run(stop=stop, on_tick=on_tick)
+    assert len(results) == 10
+    assert max(clock.sleeps) <= S  # never waited for the clock to come back
+    assert sched.clock_jumps_back == 1
+    stamps = [r.ts - T0 for r in sink.readings]
+    assert stamps[:3] == [0, S, 2 * S]
+    after = stamps[3:]
+    assert after[0] < 0 and all(b - a == S for a, b in itertools.pairwise(after))
+    rates = [r.values.get("energy_watts") for r in sink.readings]
+    assert rates[3] is None  # no rate across the step back
+    assert all(v is None or v >= 0 for v in rates)

@@ -6,7 +6,10 @@ wait for the one analysis in flight (single flight); once it is older than `ttl_
 get it at once while one background thread analyses it again (stale while revalidate). A
 window that has moved on by a step, as live windows do, is served from the previous window of
 the same span and step while the new one is analysed. Pages built from an analysed window are
-kept with it, so many viewers of a page cost one page build per analysis."""
+kept with it, so many viewers of a page cost one page build per analysis.
+
+Every request tells the agent's context that someone is looking (`AgentContext.viewed`), and
+the live strip asks the live state for the interval still filling (`LiveState.fresh`)."""
 
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ from gpulens.store import Store
 WindowKey = tuple[int, int, int]
 PageKey = tuple[str, tuple[object, ...]]
 T = TypeVar("T")
+#: the live strip's states are at most this many seconds behind the newest tick
+NOW_MAX_AGE_S = 5.0
 
 
 class Dashboard:
@@ -77,6 +82,7 @@ class Dashboard:
         end_ns: int | None = None,
     ) -> Window:
         """The window of a request (ValueError for bad bounds, see `window.resolve`)."""
+        self.ctx.viewed()
         return resolve(self.latest_ns(), range_name, points, start_ns, end_ns)
 
     def analysed(self, window: Window) -> Analysed:
@@ -163,7 +169,11 @@ class Dashboard:
 
     # -- pages ---------------------------------------------------------------------------------
     def now(self) -> NowStrip:
-        return now_strip(self.ctx.live.snapshot() if self.ctx.live is not None else None)
+        self.ctx.viewed()
+        if self.ctx.live is None:
+            return now_strip(None)
+        self.ctx.live.fresh(NOW_MAX_AGE_S)
+        return now_strip(self.ctx.live.snapshot())
 
     def fleet(self, window: Window) -> FleetPage:
         return self._page(window, "fleet", (), fleet_page)
@@ -192,6 +202,7 @@ class Dashboard:
         )
 
     def gpus(self) -> list[GpuEntry]:
+        self.ctx.viewed()
         latest = self.latest_ns()
         result: list[GpuEntry] = self.ctx.with_store(lambda s: gpu_list(s, latest))
         return result
