@@ -40,6 +40,7 @@ class TraceFormatError(GpulensError):
 
 
 class InputTooLarge(GpulensError):
-    """An input passed one of the `limits.*` settings: names the input, the limit and the setting."""
+    """An input passed one of the `limits.*` settings: names the input, the limit and the
+    setting."""
 
     exit_code = 7

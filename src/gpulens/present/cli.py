@@ -419,8 +419,15 @@ def ingest(
     time: Annotated[
         str | None,
         typer.Option(
-            help="Timestamp of the capture (or of the first quantile-curve sample), ISO 8601 "
-            "(default: each file's mtime)."
+            help="Timestamp of captures that carry no time of their own (or of the first "
+            "quantile-curve sample), ISO 8601 (default: each file's mtime)."
+        ),
+    ] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            help="Time zone of the times nvidia-smi prints (local, without a zone), an IANA "
+            "name such as Europe/Berlin (default: the ingest.timezone setting, UTC)."
         ),
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="The store to write to.")] = None,
@@ -470,7 +477,7 @@ def ingest(
         )
     fmt = format.value if format else ("csv" if column_map or preset else None)
     result = run_ingest(
-        cfg, files, fmt, host or cfg.host, ts_ns, column_map=column_map, preset=preset
+        cfg, files, fmt, host or cfg.host, ts_ns, column_map=column_map, preset=preset, tz=tz
     )
     skipped = sum(result.skipped.values())
     out.print(
@@ -634,4 +641,4 @@ def main() -> None:
         sys.exit(70)
 
 
-from gpulens.present import cli_live  # noqa: E402, F401  (registers agent, top, rules)
+from gpulens.present import cli_fleet, cli_live  # noqa: E402, F401  (register fleet; agent, top, rules)
