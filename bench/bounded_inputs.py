@@ -18,9 +18,10 @@ before the next one; sizes 1, 16, 128, 512, 1000 and 2000 MB up to `--max-gb` (`
 * `ingest`: `gpulens ingest FILE` (+ the shape's options) into a fresh data directory, one
   process per input, as `trace`.
 
-`--max-events` is passed to every process as GPULENS_LIMITS_MAX_EVENTS (default 10,000,000; the
-setting's own default is in docs/configuration.md): the columns of a trace take ~90 bytes per
-event, so the count of tiny events a process may hold is what bounds its memory. Prints one
+`--max-events N` is passed to every process as GPULENS_LIMITS_MAX_EVENTS (default: none, so
+the setting's own default applies, docs/configuration.md): the columns of a trace take ~90
+bytes per event and its analysis about as much again, so the count of events a process may
+hold is what bounds its memory. Prints one
 markdown table, with the load average.
 """
 
@@ -80,9 +81,10 @@ def _sizes(max_gb: float, quick: bool, sizes: str | None = None) -> list[int]:
     return [mb * MB for mb in ladder if mb <= max_gb * 1000]
 
 
-def _env(max_events: int) -> dict[str, str]:
+def _env(max_events: int | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
-    env["GPULENS_LIMITS_MAX_EVENTS"] = str(max_events)
+    if max_events is not None:
+        env["GPULENS_LIMITS_MAX_EVENTS"] = str(max_events)
     return env
 
 
@@ -297,7 +299,7 @@ def main() -> None:
     parser.add_argument("--sizes", help="these sizes only, in MB (e.g. 1000,2000)")
     parser.add_argument("--only", default="trace,upload,ingest", help="consumers to run")
     parser.add_argument("--ingest-max-gb", type=float, default=2.0, help="largest ingest input")
-    parser.add_argument("--max-events", type=int, default=10_000_000)
+    parser.add_argument("--max-events", type=int, help="GPULENS_LIMITS_MAX_EVENTS for every run")
     parser.add_argument("--dir", type=Path, help="where the temporary inputs go")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the agent on the way out
@@ -308,7 +310,8 @@ def main() -> None:
     print(table(rows))
     print(
         f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
-        f"({os.cpu_count()} cores); GPULENS_LIMITS_MAX_EVENTS={args.max_events:,}"
+        f"({os.cpu_count()} cores); limits.max_events "
+        f"{'default' if args.max_events is None else f'{args.max_events:,}'}"
     )
 
 

@@ -114,12 +114,17 @@ def union_length(starts: Ints, ends: Ints) -> int:
     return int((segments[1] - segments[0]).sum())
 
 
-def merge_intervals(starts: Ints, ends: Ints) -> tuple[Ints, Ints]:
-    """Merged segments (starts, ends) of intervals sorted by start; touching intervals merge."""
+def merge_intervals(starts: Ints, ends: Ints, *, in_order: bool = False) -> tuple[Ints, Ints]:
+    """Merged segments (starts, ends) of intervals sorted by start; touching intervals merge.
+    `in_order`: the intervals already come sorted by start (no copy is made)."""
     if starts.size == 0:
         return starts[:0], ends[:0]
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    if in_order:
+        s, e = starts, ends
+    else:
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
+        del order
     run_end = np.maximum.accumulate(e)
     new = np.empty(s.size, dtype=np.bool_)
     new[0] = True
@@ -189,15 +194,22 @@ def _groups(
     trace: Trace, rows: npt.NDArray[np.intp], keys: Ints, launch: Ints, known: Bools
 ) -> Iterator[tuple[int, Ints, Ints, Ints, Bools]]:
     """Per distinct key (stream or device): (key, start, end, launch, known) of its rows, in
-    time order (file order among equal starts)."""
+    time order (file order among equal starts: `rows` come in file order, and the sort is
+    stable). One key, the common case, takes no copy of the rows."""
     ev = trace.events
-    for key in np.unique(keys):
-        sel = np.flatnonzero(keys == key)
-        r = rows[sel]
-        order = np.lexsort((ev.index[r], ev.ts_ns[r]))
-        r = r[order]
+    distinct = np.unique(keys)
+    for key in distinct:
+        sel = None if distinct.size == 1 else np.flatnonzero(keys == key)
+        r = rows if sel is None else rows[sel]
         ts = ev.ts_ns[r]
-        yield int(key), ts, ts + ev.dur_ns[r], launch[sel][order], known[sel][order]
+        order = np.argsort(ts, kind="stable")
+        ts = ts[order]
+        end = ts + ev.dur_ns[r[order]]
+        del r
+        pick = order if sel is None else sel[order]
+        del order, sel
+        yield int(key), ts, end, launch[pick], known[pick]
+        del ts, end, pick
 
 
 def _stream_idle(
@@ -225,7 +237,7 @@ def _device_idle(
 ) -> list[DeviceIdle]:
     out: list[DeviceIdle] = []
     for device, ts, end, lt, kn in _groups(trace, rows, trace.events.pid[rows], launch, known):
-        seg_start, seg_end = merge_intervals(ts, end)
+        seg_start, seg_end = merge_intervals(ts, end, in_order=True)
         busy = int((seg_end - seg_start).sum())
         span = int(end.max() - ts.min())
         # the event that opens each segment after the first: first row (ts order) at its start
@@ -311,6 +323,7 @@ def breakdown(
             launch = np.where(orphan, ev.ts_ns[first[0]], launch)
             known = known | orphan
     streams = _stream_idle(trace, idle_rows, launch, known, consecutive_kernel_delay_ns)
+    del idle_rows, launch, known  # held no longer than needed: the peak of a large trace
     device_rows = np.flatnonzero(work)
     d_launch = _launch_ts(trace, cpu, device_rows)
     d_known = d_launch != MISSING

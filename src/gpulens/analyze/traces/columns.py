@@ -218,6 +218,12 @@ class ColumnBuilder:
         self._events = _Columns(EventTable.__struct_fields__)
         self._flows = _Columns(FlowTable.__struct_fields__)
 
+    @property
+    def events(self) -> int:
+        """Timed events added so far (flows and metadata not counted): what `limits.max_events`
+        bounds, since they are what the analyses' memory grows with."""
+        return self._events.size
+
     # -- one chunk ---------------------------------------------------------------------------
 
     def add(self, events: list[Any] | Scanned, text: Text, reparse: Reparse | None = None) -> None:

@@ -19,7 +19,7 @@ class TraceLimits:
     """How much of one trace the loader reads before it refuses it (`limits.*`)."""
 
     max_inflated_bytes: int = 4 * 1024**3
-    max_events: int = 100_000_000
+    max_events: int = 8_000_000
     max_string_bytes: int = 1024 * 1024
     max_nesting: int = 64
 

@@ -439,7 +439,7 @@ def _stream_events(
         with memoryview(text.buf) as view, view[pos:end] as piece:
             builder.add(events, piece)
         del events
-        if builder.count > limits.max_events:
+        if builder.events > limits.max_events:
             raise _too_many_events(name, limits)
         text.pinned = False
         if text.buf[after - 1] == 0x5D:  # "]"
