@@ -261,7 +261,8 @@ SETTINGS: tuple[Setting, ...] = (
         "limits.max_string_bytes",
         int,
         1024 * 1024,
-        "Longest single string value in a trace, or label value in a capture.",
+        "Longest single string value in a trace, label value in a capture, or text of an "
+        "nvidia-smi XML element.",
         minimum=64,
         maximum=1024**3,
     ),
@@ -277,7 +278,8 @@ SETTINGS: tuple[Setting, ...] = (
         "limits.max_nesting",
         int,
         64,
-        "Deepest nesting of objects and arrays inside one trace event.",
+        "Deepest nesting of objects and arrays inside one trace event, or of elements in an "
+        "nvidia-smi XML dump.",
         minimum=4,
         maximum=10_000,
     ),
