@@ -5,6 +5,8 @@ python store_crash_worker.py write <data_dir> <run_id>
     flushes every few steps and prints `flushed <max seq>` once each flush has returned.
 python store_crash_worker.py compact <data_dir>
     compacts in a loop, deleting inputs at once.
+python store_crash_worker.py retain <data_dir> <now_ns> <keep_days>
+    applies retention once at `now_ns` (printing `ready` first, `done` after).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from gpulens.clock import FakeClock
 from gpulens.model import Kind, Reading
 from gpulens.store import SegmentWriter, compact
+from gpulens.store.retention import apply_retention
 
 # a past day, so compaction merges whole partitions, compacted files included
 BASE_NS = 1_764_000_000 * 1_000_000_000
@@ -53,5 +57,9 @@ if __name__ == "__main__":
     mode, target = sys.argv[1], Path(sys.argv[2])
     if mode == "write":
         write(target, sys.argv[3])
+    elif mode == "retain":
+        print("ready", flush=True)
+        apply_retention(target, int(sys.argv[4]), clock=FakeClock(int(sys.argv[3])))
+        print("done", flush=True)
     else:
         compact_forever(target)

@@ -1,7 +1,7 @@
 """A real `gpulens agent` beside dcgm-exporter URLs that fail in every way (a dead port,
-garbage, a hang, one line a second, an endless page): the other collectors keep their ticks,
-memory stays bounded, every failure shows in /metrics per endpoint, and SIGTERM ends the agent
-within its 5 s bound. `gpulens doctor` gives each check a deadline and calls an endpoint
+garbage, HTTP 500, a hang, one line a second, an endless page): the other collectors keep their
+ticks, memory stays bounded, every failure shows in /metrics per endpoint, and SIGTERM ends the
+agent within its 5 s bound. `gpulens doctor` gives each check a deadline and calls an endpoint
 working only when it serves GPU series."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 def test_failing_dcgm_urls_stall_nothing_and_show_in_metrics(
     server: FaultServer, tmp_path: Path
 ) -> None:
-    urls = [dead_url()] + [server.url(m) for m in ("garbage", "hang", "slow", "huge")]
+    urls = [dead_url()] + [server.url(m) for m in ("garbage", "error", "hang", "slow", "huge")]
     port = free_port()
     config = tmp_path / "gpulens.toml"
     config.write_text(
