@@ -17,6 +17,7 @@ run in daemon threads that are abandoned, not waited for).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import ipaddress
 import math
 import signal
@@ -211,6 +212,7 @@ class Agent:
                 self.live.refresh()
             except Exception as exc:  # a failing analysis never stops recording
                 self._note(f"live state: {type(exc).__name__}: {exc}")
+            _trim()
 
     def _on_start(self, scheduler: Scheduler, writer: SegmentWriter) -> None:
         self.live.watch(scheduler.stats)
@@ -269,6 +271,10 @@ class Agent:
                 self._note(f"findings pass: {type(exc).__name__}: {exc}")
                 continue
             self.live.set_findings(view.findings, now)
+            del view
+            if not self.context.viewer_recent():
+                self.context.close()  # the store's DuckDB connection, until the next pass
+            _trim()
 
     def _maintenance_loop(self) -> None:
         """Compaction and retention on the agent's (paced) clock, as `record` runs them on the
@@ -419,6 +425,12 @@ class _Server(uvicorn.Server):
             self.stop_requested = time.monotonic()
         self.should_exit = True
         self.on_stop()
+
+
+def _trim() -> None:
+    """Hand the heap an analysis freed back to the system (glibc keeps it otherwise)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _fields(stats: WriterStats) -> dict[str, float]:

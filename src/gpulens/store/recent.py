@@ -6,8 +6,8 @@ the last `keep_s` seconds as Arrow tables and exposes them to DuckDB as the same
 `Store` has (`gpu`, `process`, `host`, `app`, `event`, with `ts` as TIMESTAMP_NS and `date`), so
 `gpulens.store.frames.gpu_intervals(window, use_cache=False)` works on it unchanged.
 
-Registration is incremental: each tick's tables wait in a short list that is merged into one
-block per kind every `BLOCK_TICKS` ticks (or at the next query), blocks leave the window whole
+Registration is incremental: each tick's readings wait in a short list that becomes one block
+(one table per kind) every `BLOCK_TICKS` ticks (or at the next query), blocks leave the window whole
 once their newest reading is older than `keep_s`, and a query concatenates a few blocks, not
 one table per tick. The DuckDB connection runs on one thread.
 """
@@ -53,7 +53,7 @@ class RecentWindow:
         self.keep_ns = round(keep_s * 1e9)
         # merged blocks: (newest ts in the block, one table per kind); then the ticks not merged
         self._blocks: deque[tuple[int, dict[Kind, pa.Table]]] = deque()
-        self._pending: list[tuple[int, dict[Kind, pa.Table]]] = []
+        self._pending: list[tuple[int, list[Reading]]] = []
         self._lock = threading.Lock()
         self._con = duckdb.connect(":memory:", config={"threads": 1})
         self._dirty = True
@@ -61,9 +61,9 @@ class RecentWindow:
 
     def append(self, ts: int, readings: Iterable[Reading]) -> None:
         """Add one tick's readings (taken at `ts`) and forget what fell out of the window."""
-        tables = readings_tables(readings)
+        batch = list(readings)
         with self._lock:
-            self._pending.append((ts, tables))
+            self._pending.append((ts, batch))
             if len(self._pending) >= BLOCK_TICKS:
                 self._merge()
             self.latest_ns = ts if self.latest_ns is None else max(self.latest_ns, ts)
@@ -77,13 +77,9 @@ class RecentWindow:
         """The pending ticks as one block (called with the lock held)."""
         if not self._pending:
             return
-        per_kind: dict[Kind, list[pa.Table]] = {}
-        for _, tables in self._pending:
-            for kind, table in tables.items():
-                per_kind.setdefault(kind, []).append(table)
         newest = max(t for t, _ in self._pending)
-        merged = {kind: _concat(parts).combine_chunks() for kind, parts in per_kind.items()}
-        self._blocks.append((newest, merged))
+        tables = readings_tables(r for _, batch in self._pending for r in batch)
+        self._blocks.append((newest, {k: t.combine_chunks() for k, t in tables.items()}))
         self._pending = []
 
     @property
