@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 from gpulens.analyze.prices import Prices
+from gpulens.analyze.traces.limits import DEFAULT_LIMITS, TraceLimits
 from gpulens.app import session
 from gpulens.app.live import LiveState
+from gpulens.app.traces import trace_limits
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.config import Config
@@ -97,6 +99,9 @@ class AgentContext:
     token: str | None = None
     trace_dirs: tuple[Path, ...] = ()
     max_upload_bytes: int = 256 * 1024 * 1024
+    trace_limits: TraceLimits = (
+        DEFAULT_LIMITS  # `limits.*`: what an upload or an opened trace may hold
+    )
     exposition: Callable[[], bytes] | None = None  # /metrics text; empty without it
     last_view: float | None = None  # time.monotonic() of the last dashboard request
     _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -137,6 +142,7 @@ def context_from_config(cfg: Config) -> AgentContext:
         token=cfg.get("agent.token") or None,
         trace_dirs=tuple(Path(p) for p in cfg.get("agent.trace_dirs")),
         max_upload_bytes=int(cfg.get("agent.max_upload_bytes")),
+        trace_limits=trace_limits(cfg=cfg),
     )
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from gpulens.analyze.traces.hta_figures import KernelTypeRow
     from gpulens.analyze.traces.ranks import Cluster, RankAnalysis
+    from gpulens.config import Config
     from gpulens.findings.model import Finding
 
 __all__ = [
@@ -54,12 +55,14 @@ def open_trace(path: PathLike) -> BinaryIO:
         ) from exc
 
 
-def trace_limits(env: Mapping[str, str] | None = None) -> TraceLimits:
-    """The `limits.*` settings that bound one trace, from the environment (`GPULENS_LIMITS_*`,
-    default: os.environ) over their defaults. ConfigError names a bad value."""
-    from gpulens.config import load_config  # only here: `gpulens trace` starts without it
+def trace_limits(env: Mapping[str, str] | None = None, cfg: Config | None = None) -> TraceLimits:
+    """The `limits.*` settings that bound one trace: `cfg`'s, else from the environment
+    (`GPULENS_LIMITS_*`, default: os.environ) over their defaults. ConfigError names a bad
+    value."""
+    if cfg is None:
+        from gpulens.config import load_config  # only here: `gpulens trace` starts without it
 
-    cfg = load_config(env=env)
+        cfg = load_config(env=env)
     return TraceLimits(
         max_inflated_bytes=cfg.get("limits.max_inflated_bytes"),
         max_events=cfg.get("limits.max_events"),

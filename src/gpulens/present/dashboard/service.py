@@ -59,7 +59,7 @@ class Dashboard:
         self.ttl_s = ttl_s
         self.keep = keep
         self.clock = clock
-        self.traces = TraceCache()
+        self.traces = TraceCache(limits=ctx.trace_limits)
         self._cache: OrderedDict[WindowKey, _Entry] = OrderedDict()
         self._pending: dict[WindowKey, threading.Event] = {}
         self._uploads: OrderedDict[str, TracePage] = OrderedDict()
@@ -224,7 +224,8 @@ class Dashboard:
     def analyse_upload(self, path: Path, source: str, upload_id: str) -> TracePage:
         """Analyse an uploaded file (called `source` in errors and on the page) and keep the
         result under `upload_id` (TraceFormatError when it is not a trace)."""
-        page = trace_page(analyze_files([path], names=[source]), source)
+        job = analyze_files([path], names=[source], limits=self.ctx.trace_limits)
+        page = trace_page(job, source)
         with self._uploads_lock:
             self._uploads[upload_id] = page
             while len(self._uploads) > self.keep:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulens.analyze.traces.causes import CAUSES
+from gpulens.analyze.traces.limits import DEFAULT_LIMITS, TraceLimits
 from gpulens.analyze.traces.model import base_name
 from gpulens.app.trace_dirs import file_stamps
 from gpulens.app.traces import TraceJob, analyze_files
@@ -155,8 +156,9 @@ def trace_page(job: TraceJob, source: str) -> TracePage:
 class TraceCache:
     """The last few pages, keyed by the files' paths, sizes and modification times."""
 
-    def __init__(self, size: int = 8) -> None:
+    def __init__(self, size: int = 8, limits: TraceLimits = DEFAULT_LIMITS) -> None:
         self.size = size
+        self.limits = limits
         self._items: OrderedDict[tuple[Any, ...], TracePage] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -168,7 +170,7 @@ class TraceCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        page = trace_page(analyze_files(files), source)
+        page = trace_page(analyze_files(files, limits=self.limits), source)
         with self._lock:
             self._items[key] = page
             while len(self._items) > self.size:

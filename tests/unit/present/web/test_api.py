@@ -169,6 +169,28 @@ def test_upload_over_the_limit_is_413(make_app: Callable[..., FastAPI]) -> None:
     assert r.status_code == 413
 
 
+def test_the_agents_trace_limits_bound_uploads_and_opened_traces(
+    make_app: Callable[..., FastAPI],
+) -> None:
+    """The `limits.*` of the agent's configuration (its context), not only the environment's."""
+    from gpulens.analyze.traces.limits import TraceLimits
+    from gpulens.app.agent import context_from_config
+    from gpulens.config import load_config
+
+    cfg = load_config(env={}, overrides={"limits.max_events": 5})
+    limits = context_from_config(cfg).trace_limits
+    assert limits.max_events == 5
+    strict = TestClient(make_app(trace_limits=limits))
+    body = json.dumps(kineto(20)).encode()
+    r = strict.post("/api/traces/upload?name=many.json", content=body, headers=BINARY)
+    assert r.status_code == 413 and "limits.max_events" in r.json()["detail"], r.text
+    r = strict.get("/api/traces/analysis?dir=0&name=run1.json")
+    assert r.status_code == 413 and "limits.max_events" in r.json()["detail"], r.text
+    roomy = TestClient(make_app(trace_limits=TraceLimits(max_events=10_000)))
+    r = roomy.post("/api/traces/upload?name=many.json", content=body, headers=BINARY)
+    assert r.status_code == 200, r.text
+
+
 def test_openapi_describes_every_endpoint(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     paths = set(schema["paths"])
