@@ -21,6 +21,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpulens import catalog
+from gpulens.model import Kind
+
 WORKER = Path(__file__).with_name("agent_nvml_faults_worker.py")
 RUN_S = 8.0
 
@@ -34,12 +37,14 @@ def free_port() -> int:
 
 
 def gpu_values(text: str) -> dict[str, dict[str, float]]:
-    """GPU index (the `gpu` label) -> metric -> value, for the per-GPU series of a scrape."""
+    """GPU index (the `gpu` label) -> metric -> value, for the last tick's GPU readings in a
+    scrape (not the waste counters of closed intervals, which outlive a lost GPU by design)."""
     out: dict[str, dict[str, float]] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             index = s.labels.get("gpu")
-            if index is not None and not {"state", "pid", "process"} & s.labels.keys():
+            metric = catalog.METRICS.get(s.name.removeprefix("gpulens_"))
+            if index is not None and metric is not None and metric.kind is Kind.GPU:
                 out.setdefault(index, {})[s.name] = s.value
     return out
 
