@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpulens.errors import StoreError
 from gpulens.model import Kind, Reading
@@ -106,6 +107,7 @@ class RecentWindow:
 
     def _register(self) -> None:
         self._merge()
+        horizon = None if self.latest_ns is None else self.latest_ns - self.keep_ns
         per_kind: dict[Kind, list[pa.Table]] = {}
         for _, tables in self._blocks:
             for kind, table in tables.items():
@@ -116,6 +118,8 @@ class RecentWindow:
             skeleton = _skeleton(kind)
             if parts:
                 table = _concat(parts)
+                if horizon is not None:  # a block's older readings stay out of the views
+                    table = table.filter(pc.greater(table.column(TS), horizon))
                 table = table.set_column(
                     table.schema.get_field_index(TS), TS, table.column(TS).cast(TS_TYPE)
                 )
