@@ -252,7 +252,6 @@ def report(
             region=session.carbon_region(cfg),
             quotas=session.quotas(cfg),
             **session.analysis_settings(cfg),
-            max_gap_s=float(cfg.get("analysis.max_gap_seconds")) or None,
         )
     finally:
         store.close()

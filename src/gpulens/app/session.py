@@ -392,6 +392,8 @@ def analysis_settings(cfg: Config) -> dict[str, Any]:
         # quotas are set per `fairness.quota_by` group: judge shares by the same label
         "finding_thresholds": replace(findings, unfair_by=cfg.get("fairness.quota_by")),
         "memory": with_overrides(MemorySettings(), "thresholds.memory", cfg),
+        # the coverage rule's cap (None: twice each GPU's sampling interval)
+        "max_gap_s": float(cfg.get("analysis.max_gap_seconds")) or None,
     }
 
 

@@ -110,3 +110,24 @@ def test_a_configured_cap(root: Path) -> None:
     covered, no_data = _totals(frame, t4)
     assert no_data == 0.0  # every gap is within an hour
     assert covered == pytest.approx((SCRAPES[-1] - SCRAPES[0]) / NS + 15)  # last: 15 s
+
+
+def test_the_dashboard_and_the_agent_take_the_configured_cap(root: Path) -> None:
+    """`analysis.max_gap_seconds` reaches every reader of the frame: the report, the agent's
+    findings pass (its context's analysis settings) and the dashboard's pages."""
+    from gpulens.app.agent import context_from_config
+    from gpulens.config import load_config
+    from gpulens.present.dashboard.common import Settings, analyse_window
+    from gpulens.present.dashboard.window import Window
+
+    cfg = load_config(env={}, overrides={"data_dir": str(root), "analysis.max_gap_seconds": 3600})
+    ctx = context_from_config(cfg)
+    assert ctx.analysis["max_gap_s"] == 3600.0
+    settings = Settings.of(ctx.prices, ctx.region, ctx.quotas, ctx.analysis)
+    window = Window(MIDNIGHT - 3600 * NS, MIDNIGHT + 3600 * NS, 300)
+    with Store(root) as store:
+        capped = analyse_window(store, window, settings)
+        default = analyse_window(store, window, Settings())
+    assert capped.context is not None and default.context is not None
+    assert _totals(capped.context.frame, _page_uuid(capped.context.frame, "Tesla T4"))[1] == 0.0
+    assert _totals(default.context.frame, _page_uuid(default.context.frame, "Tesla T4"))[1] > 0.0

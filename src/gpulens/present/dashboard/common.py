@@ -54,6 +54,7 @@ class Settings:
     states: Thresholds | None = None
     finding_thresholds: FindingThresholds | None = None
     memory: MemorySettings | None = None
+    max_gap_s: float | None = None  # the coverage rule's cap (analysis.max_gap_seconds)
 
     @classmethod
     def of(
@@ -71,6 +72,7 @@ class Settings:
             states=analysis.get("states"),
             finding_thresholds=analysis.get("finding_thresholds"),
             memory=analysis.get("memory"),
+            max_gap_s=analysis.get("max_gap_s"),
         )
 
 
@@ -112,6 +114,7 @@ def analyse_window(
         start_ns=window.start_ns,
         end_ns=window.end_ns,
         where=where,
+        max_gap_s=settings.max_gap_s,
     )
     if frame.num_rows == 0:
         return Analysed(window, None, settings)

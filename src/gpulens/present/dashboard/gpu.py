@@ -144,6 +144,7 @@ def gpu_page(store: Store, gpu_uuid: str, window: Window, settings: Settings) ->
         start_ns=window.start_ns,
         end_ns=window.end_ns,
         where={"gpu_uuid": gpu_uuid},
+        max_gap_s=settings.max_gap_s,
     )
     if frame.num_rows == 0:
         raise UnknownGpu(
