@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,24 +30,9 @@ from pathlib import Path
 
 import psutil
 
+from agent_process import clean_env, free_port, wait_ready
+
 SAMPLE_EVERY = 5.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_ready(url: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"the agent did not answer {url} in time")
 
 
 def poll(url: str, every: float, stop: threading.Event, failures: list[str]) -> None:
@@ -92,7 +76,7 @@ def main() -> None:
             f'data_dir = "{Path(tmp) / "store"}"\n[collect]\ninterval_seconds = 1.0\n'
             f'collectors = ["simulated"]\n[simulated]\nhosts = 1\ngpus_per_host = {args.gpus}\n'
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+        env = clean_env()
         popen = subprocess.Popen(
             [sys.executable, "-m", "gpulens", "agent", "--config", str(cfg),
              "--listen", f"127.0.0.1:{port}"],

@@ -17,34 +17,17 @@ import argparse
 import http.client
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
+from agent_process import clean_env, free_port, wait_ready
+
 ROUTES = ("/metrics", "/api/now", "/api/fleet", "/api/findings", "/api/workloads", "/api/people")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_ready(url: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise SystemExit(f"the agent did not answer {url} in time")
 
 
 def client(port: int, path: str, until: float, latencies: list[float], errors: list[str]) -> None:
@@ -95,7 +78,7 @@ def main() -> None:
     ap.add_argument("--routes", nargs="*", default=list(ROUTES))
     args = ap.parse_args()
     gpulens = [sys.executable, "-m", "gpulens"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+    env = clean_env()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "store"
         t0 = time.monotonic()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+
+from agent_process import clean_env, free_port
 
 
 @dataclass
@@ -52,12 +53,6 @@ class Soak:
     requests: int = 0
     exit_code: int | None = None
     stderr: str = ""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def segments(data_dir: Path) -> int:
@@ -126,7 +121,7 @@ def run_soak(
         f'[agent]\nlisten = "127.0.0.1:{port}"\n',
         encoding="utf-8",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+    env = clean_env()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpulens", "agent", "--config", str(cfg), "--speed", str(speed)],
         env=env,

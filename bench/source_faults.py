@@ -16,10 +16,8 @@ SIGTERM to exit.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,8 @@ from pathlib import Path
 
 import duckdb
 import psutil
+
+from agent_process import clean_env, free_port, wait_ready
 
 HUGE_BYTES = 200 * 1024 * 1024
 LINE = b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-f00",Hostname="dcgm-node"} 50\n'
@@ -93,25 +93,6 @@ class FaultServer(ThreadingHTTPServer):
         self.server_close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the agent exited early with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("the agent did not come up in time")
-
-
 def run(fault: str, server: FaultServer, seconds: float, hosts: int, tmp: Path) -> dict[str, str]:
     port = free_port()
     collectors = '["simulated"]' if fault == "none" else '["simulated", "dcgm"]'
@@ -126,7 +107,7 @@ def run(fault: str, server: FaultServer, seconds: float, hosts: int, tmp: Path) 
         f'[agent]\nlisten = "127.0.0.1:{port}"\n',
         encoding="utf-8",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+    env = clean_env()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpulens", "agent", "--config", str(config)],
         stdout=subprocess.DEVNULL,
@@ -136,7 +117,7 @@ def run(fault: str, server: FaultServer, seconds: float, hosts: int, tmp: Path) 
     url = f"http://127.0.0.1:{port}"
     row = {"fault": fault}
     try:
-        wait_ready(url, proc, time.monotonic() + 60)
+        wait_ready(url + "/healthz", time.monotonic() + 60, proc)
         started = time.time()
         agent = psutil.Process(proc.pid)
         peak = 0
