@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hta_cases import REFERENCE, close, reference_cases
 from tests.conftest import shared_dir
 
 from gpulens.analyze.traces.breakdown import Selection, selection
@@ -26,8 +27,6 @@ from gpulens.analyze.traces.model import MISSING, Bools, Trace
 from gpulens.app.traces import analyze_traces, load_trace_file
 from gpulens.present.reports.trace import build_view, to_json
 
-TRACES = "data/traces"
-REFERENCE = "data/traces-reference"
 LAUNCH_FIELDS = (
     "n_launches",
     "cpu_duration_sum",
@@ -41,18 +40,8 @@ LAUNCH_FIELDS = (
 )
 
 
-def _close(ours: float, hta: float) -> bool:
-    return abs(ours - hta) <= max(0.1, abs(hta) * 1e-4)
-
-
 def _cases(shared: Path) -> dict[str, dict[int, Path]]:
-    rows = csv.reader((shared / REFERENCE / "cases.csv").open(encoding="utf-8"))
-    next(rows)
-    return {
-        case: {int(r): shared / TRACES / p for r, p in json.loads(files).items()}
-        for case, files in rows
-        if (shared / REFERENCE / case / "unrounded").is_dir()
-    }
+    return reference_cases(shared, completed=True)
 
 
 def _case_names() -> list[str]:
@@ -99,7 +88,7 @@ def test_kernel_type_breakdown_matches_hta(shared: Path, case: str) -> None:
         if got is None:
             assert float(row["sum"]) == 0, (case, row)
             continue
-        assert _close(got["sum_us"], float(row["sum"])), (case, row["kernel_type"])
+        assert close(got["sum_us"], float(row["sum"])), (case, row["kernel_type"])
         assert abs(got["percentage"] - float(row["percentage"])) <= 0.05 + 1e-9, (case, row)
 
 
@@ -129,7 +118,7 @@ def test_launch_stats_match_hta(shared: Path, case: str) -> None:
             if row[name] == "":
                 assert ours[key] is None, (case, name)  # no launches: HTA's mean is NaN
             else:
-                assert _close(ours[key], float(row[name])), (case, row["rank"], name)
+                assert close(ours[key], float(row[name])), (case, row["rank"], name)
 
 
 def _hta_rows(case: str) -> tuple[Trace, Selection, Bools]:
@@ -150,9 +139,9 @@ def test_kernel_type_time_is_exact_where_hta_truncates(shared: Path) -> None:
     hta = {r["kernel_type"]: float(r["sum"]) for r in _hta(shared, case, "kernel_type_breakdown")}
     exact = kernel_type_time(trace, rows).times_ns
     (temporal,) = _hta(shared, case, "temporal_breakdown")
-    assert _close(exact["COMPUTATION"] / 1000, float(temporal["compute_time(us)"]))
-    assert not _close(exact["COMPUTATION"] / 1000, hta["COMPUTATION"])
-    assert not _close(exact["MEMORY"] / 1000, hta["MEMORY"])
+    assert close(exact["COMPUTATION"] / 1000, float(temporal["compute_time(us)"]))
+    assert not close(exact["COMPUTATION"] / 1000, hta["COMPUTATION"])
+    assert not close(exact["MEMORY"] / 1000, hta["MEMORY"])
     cut = kernel_type_time(trace, rows, whole_us=True).times_ns
     assert {k: v / 1000 for k, v in cut.items()} == hta
 
@@ -167,8 +156,8 @@ def test_negative_launch_delays_are_kept_where_hta_clips(shared: Path) -> None:
     clipped = launch_stats(trace, sel.selected & ~gpu, gpu, hta_quirks=True)
     assert ours.n_launches == clipped.n_launches == int(row["n_launches"])
     assert ours.launch_delay_sum_ns < clipped.launch_delay_sum_ns
-    assert not _close(ours.launch_delay_sum_ns / 1000, float(row["launch_delay_sum"]))
-    assert _close(clipped.launch_delay_sum_ns / 1000, float(row["launch_delay_sum"]))
+    assert not close(ours.launch_delay_sum_ns / 1000, float(row["launch_delay_sum"]))
+    assert close(clipped.launch_delay_sum_ns / 1000, float(row["launch_delay_sum"]))
 
 
 def test_default_mode_json_has_every_figure(shared: Path) -> None:

@@ -9,20 +9,18 @@ docs/traces.md says why.
 from __future__ import annotations
 
 import csv
-import json
 from functools import cache
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pytest
+from hta_cases import REFERENCE, TRACES, close, reference_cases
 
 from gpulens.analyze.traces.breakdown import RankBreakdown, breakdown, job_step_name_count
 from gpulens.analyze.traces.model import Trace
 from gpulens.app.traces import load_trace_file
 
-TRACES = "data/traces"
-REFERENCE = "data/traces-reference"
 TEMPORAL_COLUMNS = {
     "kernel_time_us": "kernel_time(us)",
     "idle_us": "idle_time(us)",
@@ -40,17 +38,8 @@ ON_PURPOSE = {
 }
 
 
-def _close(ours: float, hta: float) -> bool:
-    return abs(ours - hta) <= max(0.1, abs(hta) * 1e-4)
-
-
 def _cases(shared: Path) -> dict[str, dict[int, Path]]:
-    rows = csv.reader((shared / REFERENCE / "cases.csv").open(encoding="utf-8"))
-    next(rows)
-    return {
-        case: {int(r): shared / TRACES / p for r, p in json.loads(files).items()}
-        for case, files in rows
-    }
+    return reference_cases(shared)
 
 
 @cache
@@ -160,7 +149,7 @@ def test_matches_hta_unrounded(shared: Path, case: str) -> None:
         t = ours[int(row["rank"])].temporal
         assert t is not None
         for key, column in TEMPORAL_COLUMNS.items():
-            assert _close(t.as_us()[key], float(row[column])), (case, row["rank"], key)
+            assert close(t.as_us()[key], float(row[column])), (case, row["rank"], key)
     expected = ON_PURPOSE.get(case, {})
     idle = list(csv.DictReader((folder / "idle_time_breakdown.csv").open(encoding="utf-8")))
     assert idle
@@ -172,9 +161,9 @@ def test_matches_hta_unrounded(shared: Path, case: str) -> None:
         seen.setdefault((rank, stream), set()).add(category)
         if (rank, stream, category) in expected:
             assert value == pytest.approx(expected[(rank, stream, category)], abs=1e-9)
-            assert not _close(value, float(row["idle_time"]))
+            assert not close(value, float(row["idle_time"]))
         else:
-            assert _close(value, float(row["idle_time"])), (case, rank, stream, category)
+            assert close(value, float(row["idle_time"])), (case, rank, stream, category)
     # streams HTA lists are exactly ours; categories it leaves out are zero for us
     for rank, result in ours.items():
         assert {s.key for s in result.idle_by_stream} == {k[1] for k in seen if k[0] == rank}
@@ -203,8 +192,8 @@ def test_ns_resolution_difference_is_float64(shared: Path) -> None:
     folder = shared / REFERENCE / "hta_ns_resolution_v100_r0" / "unrounded"
     rows = csv.DictReader((folder / "idle_time_breakdown.csv").open(encoding="utf-8"))
     hta = {r["idle_category"]: float(r["idle_time"]) for r in rows if int(r["stream"]) == 7}
-    assert _close(split.as_us()["host_wait_us"], hta["host_wait"])
-    assert _close(split.as_us()["kernel_wait_us"], hta["kernel_wait"])
+    assert close(split.as_us()["host_wait_us"], hta["host_wait"])
+    assert close(split.as_us()["kernel_wait_us"], hta["kernel_wait"])
 
 
 def test_exact_mode_differs_from_hta_where_documented(shared: Path) -> None:
@@ -215,4 +204,4 @@ def test_exact_mode_differs_from_hta_where_documented(shared: Path) -> None:
     assert t.kernel_time_ns == 12_920_244_000
     folder = shared / REFERENCE / "hta_critical_path_alexnet_a100" / "unrounded"
     (row,) = csv.DictReader((folder / "temporal_breakdown.csv").open(encoding="utf-8"))
-    assert not _close(t.as_us()["kernel_time_us"], float(row["kernel_time(us)"]))
+    assert not close(t.as_us()["kernel_time_us"], float(row["kernel_time(us)"]))
