@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import random
 import socket
+import subprocess
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
 
 LINE = b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-f00",Hostname="dcgm-node"} 50\n'
 
@@ -90,9 +94,28 @@ class FaultServer(ThreadingHTTPServer):
         self.server_close()
 
 
-def dead_url() -> str:
-    """A loopback URL nothing listens on (a port just released)."""
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/metrics"
+        return int(s.getsockname()[1])
+
+
+def dead_url() -> str:
+    """A loopback URL nothing listens on (a port just released)."""
+    return f"http://127.0.0.1:{free_port()}/metrics"
+
+
+def wait_healthy(proc: subprocess.Popen[str], url: str, seconds: float = 60.0) -> None:
+    """Until the agent at `url` answers `/healthz`; fails the test if `proc` exits first or
+    `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the agent did not come up"
+        time.sleep(0.2)

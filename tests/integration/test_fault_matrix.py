@@ -20,20 +20,13 @@ import duckdb
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.faults import free_port, wait_healthy
 
 from gpulens import catalog
 from gpulens.model import Kind
 
 WORKER = Path(__file__).with_name("agent_nvml_faults_worker.py")
 RUN_S = 8.0
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def gpu_values(text: str) -> dict[str, dict[str, float]]:
@@ -68,16 +61,7 @@ def test_nvml_errors_per_call_leave_the_other_gpus_recording(tmp_path: Path) -> 
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the agent did not come up"
-            time.sleep(0.2)
+        wait_healthy(proc, url)
         started = time.time()
         time.sleep(RUN_S)
         text = httpx.get(url + "/metrics", timeout=10).text

@@ -19,21 +19,13 @@ import httpx
 import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.faults import FaultServer, dead_url
+from tests.faults import FaultServer, dead_url, free_port, wait_healthy
 
 from gpulens.app.agent import SHUTDOWN_S
 
 GPULENS = [sys.executable, "-m", "gpulens"]
 T4 = "data/telemetry/cncf_k8s-ai-conformance/v1.35/ericsson-ccd/accelerator_metrics.prom"
 RUN_S = 8.0
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def env() -> dict[str, str]:
@@ -79,16 +71,7 @@ def test_failing_dcgm_urls_stall_nothing_and_show_in_metrics(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the agent did not come up"
-            time.sleep(0.2)
+        wait_healthy(proc, url)
         started = time.time()
         agent = psutil.Process(proc.pid)
         baseline = peak = agent.memory_info().rss
