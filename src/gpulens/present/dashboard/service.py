@@ -13,7 +13,6 @@ the live strip asks the live state for the interval still filling (`LiveState.fr
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -62,6 +61,7 @@ class Dashboard:
         self.traces = TraceCache(limits=ctx.trace_limits)
         self._cache: OrderedDict[WindowKey, _Entry] = OrderedDict()
         self._pending: dict[WindowKey, threading.Event] = {}
+        self._failed: set[WindowKey] = set()  # windows whose background analysis failed
         self._uploads: OrderedDict[str, TracePage] = OrderedDict()
         self._lock = threading.Lock()
         self._uploads_lock = threading.Lock()
@@ -94,7 +94,10 @@ class Dashboard:
         key = (window.start_ns, window.end_ns, window.step_s)
         while True:
             with self._lock:
-                entry = self._cache.get(key) or self._previous(window)
+                # after a background analysis failed, the next request analyses in the
+                # foreground, so the failure reaches a viewer instead of old data forever
+                failed = key in self._failed
+                entry = None if failed else self._cache.get(key) or self._previous(window)
                 pending = self._pending.get(key)
                 if entry is not None and (
                     entry.key == key and self.clock() - entry.at <= self.ttl_s
@@ -124,6 +127,7 @@ class Dashboard:
             )
             entry = _Entry(key, self.clock(), result, live=bool(window.range))
             with self._lock:
+                self._failed.discard(key)
                 self._cache[key] = entry
                 self._cache.move_to_end(key)
                 while len(self._cache) > self.keep:
@@ -136,10 +140,15 @@ class Dashboard:
                 event.set()
 
     def _refresh_quietly(self, key: WindowKey, window: Window) -> None:
-        """`_refresh` in the background: a failure leaves the served entry as it is, and the
-        next request past `ttl_s` tries again."""
-        with contextlib.suppress(Exception):
+        """`_refresh` in the background: a failure leaves the served entry as it is and marks
+        the window, so that its next request analyses it in the foreground and shows why."""
+        try:
             self._refresh(key, window)
+        except Exception:
+            with self._lock:
+                if len(self._failed) >= 8 * self.keep:  # windows move on; keep the set small
+                    self._failed.clear()
+                self._failed.add(key)
 
     def _previous(self, window: Window) -> _Entry | None:
         """For a live window (a named range, anchored at the newest reading): the newest cached

@@ -142,3 +142,31 @@ def test_a_failed_analysis_is_not_cached_and_waiting_viewers_try_again(
         with pytest.raises(RuntimeError, match="store unreadable"):
             dash.analysed(window)
     assert len(calls) == 2
+
+
+def test_a_failed_background_analysis_is_shown_by_the_next_request(
+    dash: Dashboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    window = dash.window("1h")
+    first = dash.analysed(window)
+    broken = threading.Event()
+
+    def failing(store: Any, *, window: Window, settings: Any) -> Any:
+        broken.set()
+        raise RuntimeError("store unreadable")
+
+    monkeypatch.setattr(service, "_analyse", failing)
+    assert isinstance(dash.clock, Clock)
+    dash.clock.now += 11.0
+    assert dash.analysed(window) is first  # stale: served while analysed in the background
+    assert broken.wait(30)
+    for _ in range(300):  # the background thread marks the window once its analysis failed
+        if window_failed(dash, window):
+            break
+        threading.Event().wait(0.05)
+    with pytest.raises(RuntimeError, match="store unreadable"):
+        dash.analysed(window)  # not the old data again: the failure, in the foreground
+
+
+def window_failed(dash: Dashboard, window: Window) -> bool:
+    return (window.start_ns, window.end_ns, window.step_s) in dash._failed
