@@ -770,6 +770,66 @@ APP_METRICS: tuple[Metric, ...] = (
     _a("app_model_layers", "layers", "Transformer layers L (for MFU).", resolution=1.0),
     _a("app_model_hidden_size", "units", "Hidden size H (for MFU).", resolution=1.0),
     _a("app_sequence_length", "tokens", "Sequence length T (for MFU).", resolution=1.0),
+    # measured inside the training process (gpulens.torch and its callbacks), per window
+    _a("app_steps", "steps", "Training steps in the reading's window.", resolution=1.0),
+    _a(
+        "app_data_wait_seconds",
+        "s",
+        "Mean time per step blocked in the data loader's iterator.",
+        resolution=1e-6,
+    ),
+    _a("app_forward_seconds", "s", "Mean forward time per step.", resolution=1e-6),
+    _a(
+        "app_backward_seconds",
+        "s",
+        "Mean time per step from the end of the forward to the optimizer (loss and backward).",
+        resolution=1e-6,
+    ),
+    _a("app_optimizer_seconds", "s", "Mean optimizer step time per step.", resolution=1e-6),
+    _a(
+        "app_step_flops",
+        "FLOP",
+        "Model FLOPs of one step, counted once with torch's FlopCounterMode.",
+        resolution=1.0,
+    ),
+    _a("app_flops_per_second", "FLOP/s", "Model FLOPs achieved per second.", resolution=1.0),
+    _a(
+        "app_peak_flops_per_second",
+        "FLOP/s",
+        "Dense datasheet peak of the GPU for the step's precision (the MFU denominator).",
+        resolution=1.0,
+    ),
+    _a(
+        "app_mfu_ratio",
+        _RATIO,
+        "Model FLOPs utilisation: achieved model FLOP/s over the GPU's dense peak.",
+        resolution=1e-4,
+    ),
+    _a(
+        "app_memory_max_allocated_bytes",
+        "bytes",
+        "Most GPU memory held by tensors in the window (torch.cuda.max_memory_allocated).",
+        resolution=1.0,
+    ),
+    _a(
+        "app_memory_reserved_bytes",
+        "bytes",
+        "GPU memory held by the caching allocator (torch.cuda.memory_reserved).",
+        resolution=1.0,
+    ),
+    _a(
+        "app_memory_fragmentation_bytes",
+        "bytes",
+        "Reserved minus allocated GPU memory: cached by the allocator, unused by tensors.",
+        resolution=1.0,
+    ),
+    _a("app_loader_workers", "processes", "DataLoader worker processes.", resolution=1.0),
+    _a(
+        "app_loader_cpu_ratio",
+        _RATIO,
+        "CPU busy share of the DataLoader workers (mean over workers, 1 = each a full core).",
+        resolution=0.001,
+    ),
 )
 
 
