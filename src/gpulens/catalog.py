@@ -851,6 +851,10 @@ SELF_METRICS: tuple[Metric, ...] = (
        "exposition)."),
     _s("gpulens_collector_endpoint_last_success_timestamp_seconds", "gauge", "s",
        "Per endpoint: when its last good scrape was taken (Unix time)."),
+    _s("gpulens_collector_call_errors_total", "counter", "count",
+       "Per call of a collector that makes many per tick (NVML) and error (NVML's return code "
+       "by name: timeout, unknown, ...): failed calls, each leaving its metrics out of the tick. "
+       "A call not supported or a GPU lost is not counted: it is an event."),
     _s("gpulens_collector_duration_seconds", "gauge", "s", "Wall time of the last run."),
     _s("gpulens_collector_readings", "gauge", "readings", "Readings the last run gave."),
     _s("gpulens_collector_readings_total", "counter", "readings", "Readings the collector gave."),

@@ -4,7 +4,8 @@ through the binding seam (tests/integration/agent_nvml_faults_worker.py).
 
 The agent keeps recording every other GPU each second; the lost GPU says so once (a gpu_lost
 event in the store) and leaves /metrics and the live strip; a failed call leaves
-only its metrics out, never as 0; the collector stays up.
+only its metrics out, never as 0, and is counted per call and NVML error in /metrics; the
+collector stays up.
 """
 
 from __future__ import annotations
@@ -88,6 +89,17 @@ def test_nvml_errors_per_call_leave_the_other_gpus_recording(tmp_path: Path) -> 
         if s.name == "gpulens_collector_up"
     }
     assert up["nvml@sim-node-0"] == 1.0
+    failed_calls = {
+        (s.labels["call"], s.labels["error"]): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "gpulens_collector_call_errors_total"
+        and s.labels["collector"] == "nvml@sim-node-0"
+    }
+    # one failure a tick for each failing call, from FAULT_AFTER_S on; lost and not supported
+    # are events, not counts
+    assert set(failed_calls) == {("utilization", "timeout"), ("memory", "unknown")}
+    assert all(n >= RUN_S - 5 for n in failed_calls.values()), failed_calls
     assert '"gpus":7' in now  # the live strip counts the GPUs still read
 
     data = tmp_path / "data"

@@ -95,6 +95,7 @@ class CollectorHealth:
     last_error: str | None
     last_success_ns: int | None = None
     endpoints: tuple[EndpointHealth, ...] = ()
+    call_errors: tuple[tuple[str, str, int], ...] = ()  # (call, error name, failures): NVML
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +323,7 @@ class LiveState:
                             s.last_error,
                             s.last_success_ns,
                             s.endpoints,
+                            tuple(sorted((c, e, n) for (c, e), n in s.call_errors.items())),
                         )
                     )
             lag = None

@@ -1,9 +1,9 @@
-"""The Collector protocol every source implements, and the health a multi-endpoint source
-reports per endpoint."""
+"""The Collector protocol every source implements, the health a multi-endpoint source
+reports per endpoint, and the failed calls a source that makes many per tick (NVML) counts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -43,3 +43,11 @@ class HasEndpoints(Protocol):
     """A collector that reports the health of each of its endpoints."""
 
     def endpoint_health(self) -> Sequence[EndpointHealth]: ...
+
+
+@runtime_checkable
+class HasCallErrors(Protocol):
+    """A collector that makes many calls per tick and counts those that failed, by (call,
+    error name), without failing the tick (NVML: one metric left out, the others read)."""
+
+    def call_errors(self) -> Mapping[tuple[str, str], int]: ...

@@ -29,7 +29,7 @@ from functools import partial
 from typing import Protocol
 
 from gpulens.clock import Clock
-from gpulens.collect.base import Collector, HasEndpoints
+from gpulens.collect.base import Collector, HasCallErrors, HasEndpoints
 from gpulens.errors import ConfigError
 from gpulens.model import Reading
 from gpulens.pipeline.rates import RateStage
@@ -108,6 +108,11 @@ class Scheduler:
             for key, c in zip(self.keys, self.collectors, strict=True)
             if isinstance(c, HasEndpoints)
         }
+        self._call_errors = {
+            key: c
+            for key, c in zip(self.keys, self.collectors, strict=True)
+            if isinstance(c, HasCallErrors)
+        }
 
     # -- one tick -------------------------------------------------------------------------------
     def tick(self, now_ns: int, lag_s: float = 0.0, missed_ticks: int = 0) -> TickResult:
@@ -136,6 +141,8 @@ class Scheduler:
             self.watch.update(now_ns, sink_error, self._sink_stats())
         for key, collector in self._endpoints.items():
             self.stats.record_endpoints(key, collector.endpoint_health())
+        for key, counting in self._call_errors.items():
+            self.stats.record_call_errors(key, counting.call_errors())
         return result
 
     def prime(self, now_ns: int) -> None:

@@ -1,7 +1,8 @@
 """The agent's own health: per-collector timings, failures and volume, tick lag, store stats.
 
 `SelfStats.record(tick_result)` folds each tick in, `record_endpoints` the per-endpoint health
-of a collector that reads several (dcgm URLs); `readings(ts, host)` turns the state into
+of a collector that reads several (dcgm URLs), `record_call_errors` the failed calls of one that
+counts them (NVML); `readings(ts, host)` turns the state into
 Kind.HOST readings labelled `source="gpulens"` (agent-wide values), additionally
 `collector=<name>` (per-collector values) and `endpoint=<url>` (per-endpoint values), which
 the exporter publishes as Prometheus self-metrics. The metrics are declared in
@@ -52,6 +53,8 @@ class CollectorStats:
     skipped_total: int = 0
     last_success_ns: int | None = None
     endpoints: tuple[EndpointHealth, ...] = field(default_factory=tuple)
+    #: failed calls of a collector that counts them (NVML), by (call, error name)
+    call_errors: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def up(self) -> bool:
@@ -107,6 +110,14 @@ class SelfStats:
         if stats is None:
             stats = self.collectors[collector] = CollectorStats(collector)
         stats.endpoints = tuple(health)
+
+    def record_call_errors(self, collector: str, counts: Mapping[tuple[str, str], int]) -> None:
+        """The failed calls of `collector` so far, by (call, error name)."""
+        stats = self.collectors.get(collector)
+        if stats is None:
+            stats = self.collectors[collector] = CollectorStats(collector)
+        if counts != stats.call_errors:
+            stats.call_errors = dict(counts)
 
     def readings(
         self, ts: int, host: str, store: Mapping[str, float] | None = None

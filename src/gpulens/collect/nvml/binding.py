@@ -26,6 +26,42 @@ class NvmlError(Exception):
         self.code = code
 
 
+#: NVML return codes → the short name an error count is labelled with (`error_name`)
+ERROR_NAMES: dict[int, str] = {
+    1: "uninitialized",
+    2: "invalid_argument",
+    3: "not_supported",
+    4: "no_permission",
+    6: "not_found",
+    7: "insufficient_size",
+    8: "insufficient_power",
+    9: "driver_not_loaded",
+    10: "timeout",
+    11: "irq_issue",
+    12: "library_not_found",
+    13: "function_not_found",
+    14: "corrupted_inforom",
+    15: "gpu_lost",
+    16: "reset_required",
+    17: "operating_system",
+    18: "lib_rm_version_mismatch",
+    19: "in_use",
+    20: "memory",
+    21: "no_data",
+    23: "insufficient_resources",
+    999: "unknown",
+}
+
+
+def error_name(exc: Exception) -> str:
+    """A short, bounded name for an NVML failure: NVML's return code by name ("timeout",
+    "unknown", ...), "other" for a code not named here, "error" when there is no code."""
+    code = getattr(exc, "code", None)
+    if code is None:
+        return "error"
+    return ERROR_NAMES.get(code, "other")
+
+
 class NvmlNotSupported(NvmlError):
     """The device or driver does not support this call (a capability that is off)."""
 

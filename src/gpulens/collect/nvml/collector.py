@@ -39,6 +39,7 @@ from gpulens.collect.nvml.binding import (
     NvmlNotSupported,
     ProcessInfo,
     ProcessUtilSample,
+    error_name,
 )
 from gpulens.collect.procs.identity import NoIdentity, ProcessIdentity
 from gpulens.errors import CollectError, SourceUnavailable
@@ -123,6 +124,8 @@ class NvmlCollector:
     ) -> None:
         self.name = name
         self.errors: dict[str, int] = {}
+        # (call, NVML error name) -> failures: what /metrics shows per call
+        self._call_errors: dict[tuple[str, str], int] = {}
         self._binding = binding
         self._host = host
         self._identity: ProcessIdentity = identity if identity is not None else NoIdentity()
@@ -184,8 +187,8 @@ class NvmlCollector:
             caps["gpm"] = bool(self._binding.gpm_supported(info.uuid))
         except NvmlNotSupported:
             caps["gpm"] = False
-        except NvmlError:
-            self._count("gpm")
+        except NvmlError as exc:
+            self._count("gpm", exc)
             caps["gpm"] = False
         job_file = str(info.index) if parent_index is None else None
         if parent_index is not None and info.gpu_instance_id is not None:
@@ -310,8 +313,8 @@ class NvmlCollector:
         self._closed = True
         try:
             self._binding.shutdown()
-        except NvmlError:
-            self._count("shutdown")
+        except NvmlError as exc:
+            self._count("shutdown", exc)
 
     # -- per tick -------------------------------------------------------------------------------
     def _collect_device(self, dev: _Device, now_ns: int, out: list[Reading]) -> None:
@@ -325,8 +328,8 @@ class NvmlCollector:
             except NvmlGpuLost as exc:
                 self._mark_lost(dev, now_ns, exc, out)
                 return
-            except NvmlError:
-                self._count(cap)
+            except NvmlError as exc:
+                self._count(cap, exc)
         if off:
             self._switch_off(dev, off, now_ns, out)
         if dev.caps["energy_power_integral"]:
@@ -369,8 +372,8 @@ class NvmlCollector:
             self._switch_off(dev, [cap], now_ns, out)
         except NvmlGpuLost as exc:
             self._mark_lost(dev, now_ns, exc, out)
-        except NvmlError:
-            self._count(cap)
+        except NvmlError as exc:
+            self._count(cap, exc)
         return None
 
     def _collect_processes(self, dev: _Device, now_ns: int, out: list[Reading]) -> None:
@@ -404,8 +407,8 @@ class NvmlCollector:
             except NvmlGpuLost as exc:
                 self._mark_lost(dev, now_ns, exc, out)
                 return
-            except NvmlError:
-                self._count("process_utilization")
+            except NvmlError as exc:
+                self._count("process_utilization", exc)
             if latest:
                 dev.proc_since_us = max(
                     dev.proc_since_us, *(s.timestamp_us for s in latest.values())
@@ -481,8 +484,8 @@ class NvmlCollector:
         except NvmlNotSupported:
             self._xid_supported = False
             return
-        except NvmlError:
-            self._count("xid_events")
+        except NvmlError as exc:
+            self._count("xid_events", exc)
             return
         for xid in xids:
             dev = self._by_uuid.get(xid.device_uuid)
@@ -505,10 +508,16 @@ class NvmlCollector:
         ):
             try:
                 current[key] = str(read())
-            except NvmlError:
-                self._count(key)
+            except NvmlError as exc:
+                self._count(key, exc)
         out.extend(parse.version_events(now_ns, current, self._versions, self._host_labels))
         self._versions = {**(self._versions or {}), **current}
 
-    def _count(self, key: str) -> None:
+    def call_errors(self) -> dict[tuple[str, str], int]:
+        """Failed calls so far by (call, NVML error name): the calls left out of a tick."""
+        return dict(self._call_errors)
+
+    def _count(self, key: str, exc: Exception | None = None) -> None:
         self.errors[key] = self.errors.get(key, 0) + 1
+        error = error_name(exc) if exc is not None else "error"
+        self._call_errors[key, error] = self._call_errors.get((key, error), 0) + 1

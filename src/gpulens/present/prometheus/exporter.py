@@ -378,6 +378,15 @@ class LiveCollector(Collector):
                 )
             for ep in c.endpoints:
                 self._endpoint(ep, {**labels, "endpoint": ep.endpoint}, fam)
+            calls = PREFIX + "collector_call_errors_total"
+            for call, error, n in c.call_errors:
+                fam.add(
+                    calls.removesuffix("_total"),
+                    catalog.METRICS[calls].help,
+                    {**labels, "call": call, "error": error},
+                    float(n),
+                    CounterMetricFamily,
+                )
         if snap.ts is not None:
             fam.add(
                 PREFIX + "last_tick_timestamp_seconds",

@@ -140,6 +140,7 @@ def test_transient_error_leaves_metric_out_and_is_counted() -> None:
     assert "power_watts" not in _gpu(out, "GPU-0000").values
     assert _gpu(out, "GPU-0001").values["power_watts"] == 350.0
     assert collector.errors == {"power": 1}
+    assert collector.call_errors() == {("power", "timeout"): 1}
     del binding.fail[("GPU-0000", "power_usage_mw")]
     assert _gpu(collector.collect(T0 + S), "GPU-0000").values["power_watts"] == 350.0
     assert collector.capabilities()["GPU-0000"]["power"] is True
@@ -271,3 +272,24 @@ def test_readings_share_labels_and_use_catalog_units() -> None:
     assert values["throttle_power_ratio"] == 1.0
     assert values["power_violation_seconds_total"] == 5.0
     assert values["memory_reserved_bytes"] == 2**30
+
+
+def test_failed_calls_are_counted_per_call_and_nvml_error_name() -> None:
+    binding = FakeBinding(
+        fail={
+            ("GPU-0000", "power_usage_mw"): NvmlError("Timeout", code=10),
+            ("GPU-0001", "power_usage_mw"): NvmlError("Unknown Error", code=999),
+            ("GPU-0001", "memory_info"): NvmlError("Unknown Error", code=999),
+            ("GPU-0000", "temperature_c"): NvmlError("odd", code=4242),
+            ("GPU-0000", "fan_speed_percent"): NvmlNotSupported("passive cooling", code=3),
+        }
+    )
+    collector = NvmlCollector(binding, "h")
+    for tick in range(3):
+        collector.collect(T0 + tick * S)
+    assert collector.call_errors() == {
+        ("power", "timeout"): 3,
+        ("power", "unknown"): 3,
+        ("memory", "unknown"): 3,
+        ("temperature", "other"): 3,  # a code NVML may add later: bounded label values
+    }  # not supported is an event and a capability off, not an error count
