@@ -7,6 +7,13 @@ closes it; `trace_files` finds the trace files of a directory; `analyze_paths` l
 one job and runs every analysis and the findings (`TraceJob`), which the report and the
 dashboard render. pathlib is not imported (a few ms of every `gpulens trace` start-up), nor are
 the analyses until something is analysed (loading alone needs only the parser).
+
+The ranks of a job are analysed by an executor (app/trace_executors.py: in this process, a
+local process pool or a Dask cluster), each rank apart, and come back as summaries
+(app/trace_summary.py); `combine` runs the cross-rank part over them. A rank file that cannot
+be read or parsed is listed in `TraceJob.failures` and the other ranks still complete; only
+when no rank could be analysed is the error raised. Paths may be fsspec URLs
+(app/trace_urls.py).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, NoReturn
 
 from gpulens.analyze.traces.limits import TraceLimits
 from gpulens.analyze.traces.load import DEFAULT_CHUNK_BYTES, load_trace
@@ -26,6 +33,8 @@ if TYPE_CHECKING:
 
     from gpulens.analyze.traces.hta_figures import KernelTypeRow
     from gpulens.analyze.traces.ranks import Cluster, RankAnalysis
+    from gpulens.app.trace_executors import TraceExecutor
+    from gpulens.app.trace_rank import RankFailure, RankOutcome
     from gpulens.config import Config
     from gpulens.findings.model import Finding
 
@@ -35,6 +44,7 @@ __all__ = [
     "analyze_files",
     "analyze_paths",
     "analyze_traces",
+    "combine",
     "load_trace_file",
     "open_trace",
     "trace_files",
@@ -46,7 +56,13 @@ PathLike = str | os.PathLike[str]
 
 
 def open_trace(path: PathLike) -> BinaryIO:
-    """`path` opened for reading (binary); TraceFormatError naming it when it cannot be."""
+    """`path` opened for reading (binary); TraceFormatError naming it when it cannot be.
+    A URL (`s3://…`) is opened through fsspec (app/trace_urls.py)."""
+    if isinstance(path, str) and "://" in path:
+        from gpulens.app.trace_urls import is_url, open_url
+
+        if is_url(path):
+            return open_url(path)
     try:
         return open(path, "rb")  # noqa: PTH123 - no pathlib (see the module docstring)
     except OSError as exc:
@@ -101,7 +117,14 @@ def trace_files(paths: Sequence[PathLike]) -> list[str]:
     out: list[str] = []
     for raw in paths:
         p = os.fspath(raw)
-        if os.path.isdir(p):  # noqa: PTH112 - no pathlib (see above)
+        if "://" in p:
+            from gpulens.app.trace_urls import is_url, list_url
+
+            listed = list_url(p, TRACE_SUFFIXES) if is_url(p) else None
+            if listed == []:
+                raise TraceFormatError(f"{p}: no trace files (*.json, *.json.gz) in the directory")
+            out += [p] if listed is None else listed
+        elif os.path.isdir(p):  # noqa: PTH112 - no pathlib (see above)
             with os.scandir(p) as entries:
                 found = sorted(
                     os.path.join(p, e.name)  # noqa: PTH118 - no pathlib (see above)
@@ -128,6 +151,8 @@ class TraceJob:
     hta_window: bool = False
     # HTA's kernel-type breakdown, pooled over the ranks (as HTA pools the ranks it loaded)
     kernel_type_breakdown: list[KernelTypeRow] = field(default_factory=list)
+    # rank files that could not be read or parsed (the others were analysed)
+    failures: list[RankFailure] = field(default_factory=list)
 
 
 def analyze_traces(traces: Sequence[Trace], *, hta_window: bool = False) -> TraceJob:
@@ -142,25 +167,99 @@ def analyze_traces(traces: Sequence[Trace], *, hta_window: bool = False) -> Trac
     return TraceJob(analyses, cluster, findings, hta_window, kinds)
 
 
+def _variant(outcome: RankOutcome, job_step_names: int) -> RankAnalysis:
+    """The rank's analysis for a job with `job_step_names` ProfilerStep names (see
+    app/trace_rank.py on HTA's window)."""
+    if outcome.windowed is not None and job_step_names >= 2:
+        return outcome.windowed
+    assert outcome.analysis is not None
+    return outcome.analysis
+
+
+def _raise_all_failed(failures: Sequence[RankFailure]) -> NoReturn:
+    """The error when no rank could be analysed: the one file's own error, or the first of
+    several, with their count."""
+    from gpulens import errors
+
+    first = failures[0]
+    kind = getattr(errors, first.error_type, None)
+    if not (isinstance(kind, type) and issubclass(kind, errors.GpulensError)):
+        kind = errors.TraceFormatError
+    if len(failures) == 1:
+        raise kind(first.error)
+    raise kind(
+        f"none of the {len(failures)} trace files could be analysed; the first: {first.error}"
+    )
+
+
+def combine(outcomes: Sequence[RankOutcome], *, hta_window: bool = False) -> TraceJob:
+    """The job from its ranks' outcomes (`trace_rank.analyse_rank`, file order): the
+    cross-rank analysis, the findings and HTA's pooled kernel-type breakdown over the ranks
+    analysed, and the failed ones listed. Raises the error when every rank failed."""
+    from gpulens.analyze.traces.hta_figures import kernel_type_breakdown
+    from gpulens.analyze.traces.ranks import cluster
+    from gpulens.app.trace_summary import thin
+    from gpulens.findings.traces import trace_findings
+
+    failures = [o.failure for o in outcomes if o.failure is not None]
+    done = [o for o in outcomes if o.analysis is not None]
+    if not done:
+        _raise_all_failed(failures)
+    steps = len(frozenset[str]().union(*(o.step_names for o in done)))
+    chosen = [thin(_variant(o, steps)) for o in done]
+    # as analyze_job orders the ranks: by rank, unknown last, then by name (stable)
+    analyses = sorted(chosen, key=lambda a: (a.rank is None, a.rank or 0, a.trace.source))
+    job = cluster(analyses)
+    findings = trace_findings(analyses, job if len(analyses) > 1 else None)
+    kinds = kernel_type_breakdown([a.hta.kernel_types for a in analyses])
+    return TraceJob(analyses, job, findings, hta_window, kinds, failures)
+
+
 def analyze_files(
     files: Sequence[PathLike],
     *,
     names: Sequence[str] | None = None,
     hta_window: bool = False,
     limits: TraceLimits | None = None,
+    executor: TraceExecutor | None = None,
 ) -> TraceJob:
     """Load `files` (one job; file i is rank i unless its metadata or name says otherwise) and
     analyse them. `names`: what each is called (default: its path); `limits`: each file's
-    (default: `trace_limits()`)."""
+    (default: `trace_limits()`); `executor`: where the ranks are analysed (default: in this
+    process, one after the other; see app/trace_executors.py)."""
+    from gpulens.app.trace_executors import LocalExecutor
+    from gpulens.app.trace_rank import RankTask
+
     shown = [os.fspath(f) for f in files] if names is None else list(names)
     bounds = trace_limits() if limits is None else limits
-    pairs = enumerate(zip(files, shown, strict=True))
-    traces = [load_trace_file(f, rank=i, name=n, limits=bounds) for i, (f, n) in pairs]
-    return analyze_traces(traces, hta_window=hta_window)
+    several = len(shown) > 1
+    tasks = [
+        RankTask(i, _where(f), n, bounds, hta_window, several)
+        for i, (f, n) in enumerate(zip(files, shown, strict=True))
+    ]
+    outcomes = (executor or LocalExecutor()).run(tasks)
+    return combine(outcomes, hta_window=hta_window)
+
+
+def _where(path: PathLike) -> str:
+    """`path` as a worker elsewhere opens it: a URL as it is, a path made absolute."""
+    p = os.fspath(path)
+    return p if "://" in p else os.path.abspath(p)  # noqa: PTH100 - no pathlib (see above)
 
 
 def analyze_paths(
-    paths: Sequence[PathLike], *, hta_window: bool = False, limits: TraceLimits | None = None
+    paths: Sequence[PathLike],
+    *,
+    hta_window: bool = False,
+    limits: TraceLimits | None = None,
+    executor: TraceExecutor | str | None = None,
 ) -> TraceJob:
-    """`analyze_files` over the trace files of `paths` (files, or directories of rank files)."""
-    return analyze_files(trace_files(paths), hta_window=hta_window, limits=limits)
+    """`analyze_files` over the trace files of `paths` (files, or directories of rank files).
+    `executor`: an executor, or its `--executor` spec (default `auto`: in this process for one
+    file, else a local process pool)."""
+    files = trace_files(paths)
+    if executor is None or isinstance(executor, str):
+        from gpulens.app.trace_executors import executor as named
+
+        executor = named(executor, len(files))
+    return analyze_files(files, hta_window=hta_window, limits=limits, executor=executor)

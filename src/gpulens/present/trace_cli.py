@@ -62,6 +62,13 @@ PARAMS: tuple[Param, ...] = (
         {"action": "append", "metavar": "PATH"},
     ),
     Param(
+        ("--executor",),
+        "Where the ranks are analysed: local (this process), processes:N (a local pool), or "
+        "dask://HOST:PORT (a Dask cluster whose workers read the files themselves). "
+        "Default: local for one file, a process pool for several.",
+        {"metavar": "local|processes:N|dask://HOST:PORT"},
+    ),
+    Param(
         ("--hta-window",),
         "Select events as HTA does (its ProfilerStep window).",
         {"action": argparse.BooleanOptionalAction, "default": False},
@@ -134,7 +141,14 @@ def execute(argv: Sequence[str]) -> None:
     from gpulens.present.reports.trace import run_trace
 
     try:
-        text = run_trace(args.paths, args.format, args.output, args.compare or (), args.hta_window)
+        text = run_trace(
+            args.paths,
+            args.format,
+            args.output,
+            args.compare or (),
+            args.hta_window,
+            args.executor,
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if args.output is not None:
