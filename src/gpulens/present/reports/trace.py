@@ -159,6 +159,7 @@ def build_view(job: TraceJob, *, before: TraceJob | None = None) -> TraceView:
         "cluster": job.cluster.to_dict(),
         "findings": [f.to_dict() for f in job.findings],
         "compare": None,
+        "failed_ranks": [f.to_dict() for f in job.failures],
     }
     if before is not None:
         earlier = {
@@ -401,6 +402,11 @@ def _kernel_type_table(rows: list[dict[str, Any]]) -> Table:
 def _sections(view: TraceView) -> list[tuple[str, list[Table]]]:
     doc = view.doc
     out: list[tuple[str, list[Table]]] = []
+    failed = doc.get("failed_ranks") or []
+    if failed:
+        rows = [[base_name(f["file"]), f["error_type"], human.readable(f["error"])] for f in failed]
+        table: Table = ("Not analysed", ["file", "error", "message"], rows)
+        out.append((f"Failed ranks ({len(failed)})", [table]))
     kernel_types = [_kernel_type_table(doc["kernel_type_breakdown"])]
     if not doc["kernel_type_breakdown"]:
         kernel_types = []
@@ -564,17 +570,20 @@ def run_trace(
     output: str | Path | None = None,
     compare: Sequence[str | Path] = (),
     hta_window: bool = False,
+    executor: str | None = None,
 ) -> str:
     """Analyse `paths` (files, or directories of rank files: one job) and render the report.
 
     `compare`: the trace(s) of an earlier run of the same job (before → these paths after).
+    `executor`: where the ranks are analysed (`--executor`: local, processes:N,
+    dask://HOST:PORT; default: in process for one file, a local process pool for several).
     Writes the text to `output` when given and returns it. Raises TraceFormatError (bad input)
     or ValueError (unknown format).
     """
     if fmt not in RENDERERS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    job = analyze_paths(paths, hta_window=hta_window)
-    before = analyze_paths(compare, hta_window=hta_window) if compare else None
+    job = analyze_paths(paths, hta_window=hta_window, executor=executor)
+    before = analyze_paths(compare, hta_window=hta_window, executor=executor) if compare else None
     text = RENDERERS[fmt](build_view(job, before=before))
     if output is not None:
         Path(output).write_text(text, encoding="utf-8")
