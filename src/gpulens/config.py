@@ -412,6 +412,102 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "JSON file mapping pod UID to pod, namespace, container and labels.",
     ),
+    Setting(
+        "prometheus.url",
+        str,
+        None,
+        "Prometheus, Thanos, Mimir or VictoriaMetrics query URL (the part before /api/v1) that "
+        "report, ingest and fleet read with --prometheus.",
+    ),
+    Setting(
+        "prometheus.bearer_token_file",
+        str,
+        None,
+        "File holding a bearer token sent with every Prometheus request.",
+    ),
+    Setting("prometheus.username", str, None, "User name for Prometheus basic auth."),
+    Setting(
+        "prometheus.password_file", str, None, "File holding the Prometheus basic auth password."
+    ),
+    Setting(
+        "prometheus.ca_file",
+        str,
+        None,
+        "PEM file of the CA that signed the Prometheus server's certificate.",
+    ),
+    Setting(
+        "prometheus.tls_verify",
+        bool,
+        True,
+        "Verify the Prometheus server's TLS certificate (turn off only for a test server).",
+    ),
+    Setting(
+        "prometheus.timeout_seconds",
+        float,
+        120.0,
+        "Deadline of one Prometheus request, from the connect to the last byte.",
+        minimum=1.0,
+        maximum=3600.0,
+    ),
+    Setting(
+        "prometheus.retries",
+        int,
+        3,
+        "Retries of a failed Prometheus request.",
+        minimum=0,
+        maximum=10,
+    ),
+    Setting(
+        "prometheus.max_response_bytes",
+        int,
+        512 * 1024 * 1024,
+        "Byte limit of one Prometheus answer.",
+        minimum=1024,
+        maximum=2**40,
+    ),
+    Setting(
+        "prometheus.max_points",
+        int,
+        10_999,
+        "Points per series in one range query (Prometheus refuses more than 11,000).",
+        minimum=1,
+        maximum=1_000_000,
+    ),
+    Setting(
+        "prometheus.max_samples",
+        int,
+        50_000_000,
+        "The server's query.max-samples: range queries are cut so each stays under half of it.",
+        minimum=1000,
+        maximum=10**12,
+    ),
+    Setting(
+        "prometheus.selector",
+        str,
+        None,
+        'Label matchers added to every series read (e.g. cluster="a") for a server that holds '
+        "several clusters.",
+    ),
+    Setting(
+        "prometheus.labels",
+        list,
+        [],
+        'Label renames for sites that relabel, as "GPULENS_LABEL=SITE_LABEL" (e.g. '
+        '"host=node", "job_id=slurm_job"); see docs/collectors/prometheus.md.',
+    ),
+    Setting(
+        "prometheus.series",
+        list,
+        [],
+        'Extra series names, as "SERIES=METRIC[:UNIT]" (unit percent, milliwatts, mib or mhz), '
+        'e.g. "site_gpu_busy=gpu_util_ratio:percent".',
+    ),
+    Setting(
+        "prometheus.team_label",
+        str,
+        "label_team",
+        "The kube-state-metrics kube_pod_labels label that names a pod's team.",
+    ),
 )
 
 BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
