@@ -15,9 +15,11 @@ come back from other processes or machines, and its results equal those over the
 * the name table holds the names of the kept rows only; metadata, source, rank and the raw
   event count are the trace's.
 
-The idle gaps (`IdleCauses.gaps`) are kept, as the report's timeline draws them, but their
-two row references (`next_row`, `cpu_row`), which point into the full trace, become a
-broadcast -1 (no memory per gap): `thin`, to run where the summaries are kept.
+The idle gaps (`IdleCauses.gaps`) are kept, as the report counts them and its timeline draws
+the longest, but their two row references (`next_row`, `cpu_row`), which point into the full
+trace, become a broadcast -1 and a device column of one value a broadcast of it (no memory
+per gap): `thin`, to run where the summaries are kept, as pickling expands broadcasts. What
+remains grows with the number of gaps: 20 bytes each (start, end, cause).
 """
 
 from __future__ import annotations
@@ -85,8 +87,12 @@ def skeleton(trace: Trace) -> Trace:
 
 
 def _thin_gaps(gaps: Gaps) -> Gaps:
-    none = np.broadcast_to(np.intp(MISSING), gaps.start_ns.shape)
-    return msgspec.structs.replace(gaps, next_row=none, cpu_row=none)
+    shape = gaps.start_ns.shape
+    none = np.broadcast_to(np.intp(MISSING), shape)
+    device = gaps.device
+    if device.size and device.strides[0] != 0 and (device == device[0]).all():
+        device = np.broadcast_to(device[:1].copy(), shape)  # one device: one value
+    return msgspec.structs.replace(gaps, device=device, next_row=none, cpu_row=none)
 
 
 def thin(analysis: RankAnalysis) -> RankAnalysis:
