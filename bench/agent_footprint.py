@@ -13,6 +13,9 @@ over the whole window after `--warmup`, and the RSS growth from the first to the
 Target (issue 15): RSS ≤ 150 MB and ≤ 1 % of one core, both flat.
 
 `--dashboard` also GETs the dashboard's Fleet page data every 15 s, to show what a viewer adds.
+`--hide pandas` runs the agent as if pandas were not installed (gpulens does not depend on it,
+but pyarrow imports it at its first `pa.array` of a list when it is there: 36 MB here).
+`--malloc-arenas N` sets MALLOC_ARENA_MAX=N for the agent (the agent caps them itself).
 """
 
 from __future__ import annotations
@@ -55,6 +58,17 @@ def rss_split(pid: int) -> tuple[int, int]:
     return fields.get("RssAnon", 0), fields.get("RssFile", 0)
 
 
+def hide(root: Path, packages: list[str]) -> str:
+    """A folder that, first on the path, makes importing each of `packages` fail as if it were
+    not installed."""
+    for name in packages:
+        (root / name).mkdir(parents=True)
+        (root / name / "__init__.py").write_text(
+            f"raise ImportError('{name} is hidden by bench/agent_footprint.py --hide')\n"
+        )
+    return str(root)
+
+
 def cpu_seconds(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return float(t.user + t.system)
@@ -67,6 +81,8 @@ def main() -> None:
     ap.add_argument("--scrape-every", type=float, default=15.0)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--dashboard", action="store_true", help="also poll the Fleet page's data")
+    ap.add_argument("--hide", nargs="*", default=[], help="packages to run without")
+    ap.add_argument("--malloc-arenas", type=int, default=None)
     args = ap.parse_args()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -77,6 +93,12 @@ def main() -> None:
             f'collectors = ["simulated"]\n[simulated]\nhosts = 1\ngpus_per_host = {args.gpus}\n'
         )
         env = clean_env()
+        if args.hide:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (hide(Path(tmp) / "hidden", args.hide), env.get("PYTHONPATH")) if p
+            )
+        if args.malloc_arenas is not None:
+            env["MALLOC_ARENA_MAX"] = str(args.malloc_arenas)
         popen = subprocess.Popen(
             [sys.executable, "-m", "gpulens", "agent", "--config", str(cfg),
              "--listen", f"127.0.0.1:{port}"],
@@ -112,8 +134,13 @@ def main() -> None:
             stop.set()
             popen.send_signal(signal.SIGTERM)
             popen.wait(timeout=60)
+    extra = "".join(
+        [", without " + ", ".join(args.hide) if args.hide else "",
+         f", MALLOC_ARENA_MAX={args.malloc_arenas}" if args.malloc_arenas is not None else ""]
+    )  # fmt: skip
     print(f"agent on {args.gpus} simulated GPUs, /metrics every {args.scrape_every:g} s"
-          f"{', Fleet page every 15 s' if args.dashboard else ''}; answering after {ready:.1f} s; "
+          f"{', Fleet page every 15 s' if args.dashboard else ''}{extra}; answering after "
+          f"{ready:.1f} s; "
           f"load average {os.getloadavg()[0]:.1f}\n")  # fmt: skip
     print("| t s | RSS MB | anon MB | file MB | CPU % of a core | threads | open fds |")
     print("|---:|---:|---:|---:|---:|---:|---:|")

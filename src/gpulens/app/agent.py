@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import ipaddress
 import math
+import os
 import signal
 import socket
 import threading
@@ -41,7 +42,7 @@ from gpulens.app.traces import trace_limits
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.config import Config
-from gpulens.errors import CollectError, ConfigError
+from gpulens.errors import CollectError, ConfigError, StoreError
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import SegmentWriter, Store, WriterStats
 
@@ -61,6 +62,14 @@ VIEWER_S = 600.0
 #: maintenance passes (compaction, retention) at least MIN_WALL_WAIT_S
 FINDINGS_MIN_WALL_S = 10.0
 MIN_WALL_WAIT_S = 1.0
+#: DuckDB settings of the agent's store connection: no cache of the Parquet files' bytes (the
+#: store is local; DuckDB's external file cache would keep what every analysis read, up to its
+#: memory limit, for as long as someone views the dashboard)
+STORE_SETTINGS = ("SET enable_external_file_cache = false",)
+#: glibc malloc arenas the agent's threads share (glibc makes up to 8 per core; each keeps
+#: the memory freed in it)
+MALLOC_ARENAS = 2
+M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -118,9 +127,26 @@ class AgentContext:
         """Run `fn(store)` on the shared read-only Store (one DuckDB connection: one at a
         time)."""
         with self._store_lock:
-            if self._store is None:
-                self._store = Store(self.data_dir)
-            return fn(self._store)
+            return fn(self._open())
+
+    def _open(self) -> Store:
+        """The shared Store, opened when needed (called with the store lock held)."""
+        if self._store is None:
+            self._store = Store(self.data_dir)
+            for setting in STORE_SETTINGS:
+                with contextlib.suppress(StoreError):  # a DuckDB that has no such setting
+                    self._store.query(setting)
+        return self._store
+
+    def try_with_store(self, fn: Callable[[Store], Any]) -> tuple[bool, Any]:
+        """(True, `fn(store)`) when the shared Store is free now; (False, None) when another
+        query holds it (an analysis can take seconds: a caller with a recent answer uses it)."""
+        if not self._store_lock.acquire(blocking=False):
+            return False, None
+        try:
+            return True, fn(self._open())
+        finally:
+            self._store_lock.release()
 
     def close(self) -> None:
         with self._store_lock:
@@ -218,7 +244,7 @@ class Agent:
                 self.live.refresh()
             except Exception as exc:  # a failing analysis never stops recording
                 self._note(f"live state: {type(exc).__name__}: {exc}")
-            _trim()
+            trim_heap()
 
     def _on_start(self, scheduler: Scheduler, writer: SegmentWriter) -> None:
         self.live.watch(scheduler.stats)
@@ -280,7 +306,7 @@ class Agent:
             del view
             if not self.context.viewer_recent():
                 self.context.close()  # the store's DuckDB connection, until the next pass
-            _trim()
+            trim_heap()
 
     def _maintenance_loop(self) -> None:
         """Compaction and retention on the agent's (paced) clock, as `record` runs them on the
@@ -349,6 +375,7 @@ class Agent:
 
     def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Run until SIGTERM or SIGINT: background work plus the HTTP server on one port."""
+        limit_malloc_arenas()
         app = self._web(self.context)
         sock = self._bind()
         config = uvicorn.Config(
@@ -433,7 +460,19 @@ class _Server(uvicorn.Server):
         self.on_stop()
 
 
-def _trim() -> None:
+def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Cap glibc's malloc arenas for the threads started from now on (unless MALLOC_ARENA_MAX
+    says otherwise); False where that is not glibc."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_ARENA_MAX, arenas))
+
+
+def trim_heap() -> None:
     """Hand the heap an analysis freed back to the system (glibc keeps it otherwise)."""
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
         ctypes.CDLL(None).malloc_trim(0)

@@ -16,7 +16,6 @@ from gpulens.analyze.memory import MemorySettings
 from gpulens.analyze.prices import Prices, parse_assignments
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
-from gpulens.collect.dcgm.collector import DcgmExporterCollector
 from gpulens.collect.host.collector import HostCollector
 from gpulens.collect.nvidia_smi import NvidiaSmiCollector
 from gpulens.collect.nvml.collector import NvmlCollector
@@ -137,6 +136,8 @@ def build_collectors(cfg: Config, clock: Clock) -> list[Collector]:
                     "collector 'dcgm' needs at least one dcgm-exporter URL: set dcgm.urls, "
                     'e.g. urls = ["http://127.0.0.1:9400/metrics"] under [dcgm]'
                 )
+            from gpulens.collect.dcgm.collector import DcgmExporterCollector  # httpx: only here
+
             collectors.append(
                 DcgmExporterCollector(
                     urls,

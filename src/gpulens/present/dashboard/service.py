@@ -5,8 +5,10 @@ However many viewers refresh at once, one window is analysed once per `ttl_s`: r
 wait for the one analysis in flight (single flight); once it is older than `ttl_s`, requests
 get it at once while one background thread analyses it again (stale while revalidate). A
 window that has moved on by a step, as live windows do, is served from the previous window of
-the same span and step while the new one is analysed. Pages built from an analysed window are
-kept with it, so many viewers of a page cost one page build per analysis.
+the same span and step while the new one is analysed, and once the new one is in, the older
+live windows of that span and step are dropped (a viewed range holds one analysis, not
+`keep`). Pages built from an analysed window are kept with it, so many viewers of a page cost
+one page build per analysis.
 
 Every request tells the agent's context that someone is looking (`AgentContext.viewed`), and
 the live strip asks the live state for the interval still filling (`LiveState.fresh`)."""
@@ -22,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar, cast
 
-from gpulens.app.agent import AgentContext
+from gpulens.app.agent import AgentContext, trim_heap
 from gpulens.app.trace_dirs import TraceEntry, list_traces, resolve_trace
 from gpulens.app.traces import analyze_files
 from gpulens.present.dashboard.common import Analysed, Settings, analyse_window
@@ -41,6 +43,8 @@ PageKey = tuple[str, tuple[object, ...]]
 T = TypeVar("T")
 #: the live strip's states are at most this many seconds behind the newest tick
 NOW_MAX_AGE_S = 5.0
+#: the store's newest reading is asked again after this many seconds (see `latest_ns`)
+BOUNDS_TTL_S = 2.0
 
 
 class Dashboard:
@@ -65,14 +69,35 @@ class Dashboard:
         self._uploads: OrderedDict[str, TracePage] = OrderedDict()
         self._lock = threading.Lock()
         self._uploads_lock = threading.Lock()
+        self._bounds: tuple[float, int | None] | None = None  # (when asked, store's newest)
 
     # -- windows -------------------------------------------------------------------------------
     def latest_ns(self) -> int | None:
-        """The newest reading: the store's, or the live state's tick when that is newer."""
-        _, last = self.ctx.with_store(lambda s: s.time_bounds())
+        """The newest reading: the store's, or the live state's tick when that is newer.
+
+        The store's newest reading is asked at most every `BOUNDS_TTL_S` seconds, and not
+        while another query (an analysis) holds the store when there is an answer already:
+        requests do not queue behind an analysis only to learn where their window ends."""
+        last = self._store_last()
         live_ts = self.ctx.live.snapshot().ts if self.ctx.live is not None else None
         candidates = [t for t in (last, live_ts) if t is not None]
         return max(candidates) if candidates else None
+
+    def _store_last(self) -> int | None:
+        with self._lock:
+            known = self._bounds
+        if known is not None and self.clock() - known[0] <= BOUNDS_TTL_S:
+            return known[1]
+        if known is not None:
+            got, bounds = self.ctx.try_with_store(lambda s: s.time_bounds())
+            if not got:
+                return known[1]
+        else:
+            bounds = self.ctx.with_store(lambda s: s.time_bounds())
+        last: int | None = bounds[1]
+        with self._lock:
+            self._bounds = (self.clock(), last)
+        return last
 
     def window(
         self,
@@ -130,8 +155,13 @@ class Dashboard:
                 self._failed.discard(key)
                 self._cache[key] = entry
                 self._cache.move_to_end(key)
+                if entry.live:
+                    for old in self._superseded(entry):
+                        del self._cache[old]
                 while len(self._cache) > self.keep:
                     self._cache.popitem(last=False)
+            del result
+            trim_heap()  # the analysis' temporaries, back to the system
             return entry
         finally:
             with self._lock:
@@ -149,6 +179,18 @@ class Dashboard:
                 if len(self._failed) >= 8 * self.keep:  # windows move on; keep the set small
                     self._failed.clear()
                 self._failed.add(key)
+
+    def _superseded(self, entry: _Entry) -> list[WindowKey]:
+        """The cached live windows of `entry`'s span and step that end before it: no request
+        is served them any more (a live window only moves forward, and `_previous` takes the
+        newest), so each viewed range keeps one analysed window, not `keep` of them. Called
+        with the lock held."""
+        start, end, step = entry.key
+        return [
+            key
+            for key, other in self._cache.items()
+            if other.live and key[2] == step and key[1] - key[0] == end - start and key[1] < end
+        ]
 
     def _previous(self, window: Window) -> _Entry | None:
         """For a live window (a named range, anchored at the newest reading): the newest cached

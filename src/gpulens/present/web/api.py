@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
@@ -36,6 +36,7 @@ from gpulens.present.dashboard import (
 from gpulens.present.dashboard.findings import DEFAULT_LIMIT, MAX_LIMIT
 from gpulens.present.dashboard.service import Dashboard
 from gpulens.present.dashboard.window import WindowInfo
+from gpulens.present.web.cached import PageBodies
 from gpulens.present.web.params import (
     RULE_PATTERN,
     FairnessBy,
@@ -100,11 +101,18 @@ def window(dash: Dash, q: Win) -> WindowInfo:
     return WindowInfo.of(resolve_window(dash, q))
 
 
+def shared(request: Request, page: object) -> Response:
+    """A page the dashboard keeps with its analysed window, as the JSON every viewer of that
+    analysis shares (serialised and gzipped once: present/web/cached.py)."""
+    bodies: PageBodies = request.app.state.bodies
+    return bodies.response(request, page)
+
+
 @router.get("/fleet", response_model=FleetPage, summary="Fleet page data")
-def fleet(dash: Dash, q: Win) -> FleetPage:
+def fleet(request: Request, dash: Dash, q: Win) -> Response:
     """Allocated versus useful GPU-hours, waste by cause (GPU-hours, money, kWh, CO2e), the
     fleet over time and the GPU × time heatmap of useful work."""
-    return dash.fleet(resolve_window(dash, q))
+    return shared(request, dash.fleet(resolve_window(dash, q)))
 
 
 @router.get("/gpus", response_model=list[GpuEntry], summary="The GPUs of the store")
@@ -126,26 +134,28 @@ def gpu(dash: Dash, gpu_uuid: GpuId, q: Win) -> GpuPage:
 
 
 @router.get("/workloads", response_model=WorkloadsPage, summary="Workloads page data")
-def workloads(dash: Dash, q: Win) -> WorkloadsPage:
+def workloads(request: Request, dash: Dash, q: Win) -> Response:
     """SM activity stacked by engine over time, efficiency per engine, engine migrations."""
-    return dash.workloads(resolve_window(dash, q))
+    return shared(request, dash.workloads(resolve_window(dash, q)))
 
 
 @router.get("/people", response_model=PeoplePage, summary="Jobs and users page data")
 def people(
+    request: Request,
     dash: Dash,
     q: Win,
     by: Annotated[
         FairnessBy | None,
         Query(description="Groups fairness is shown for (default: fairness.quota_by)."),
     ] = None,
-) -> PeoplePage:
+) -> Response:
     """A report card per job and per user, and fairness against quota."""
-    return dash.people(resolve_window(dash, q), by)
+    return shared(request, dash.people(resolve_window(dash, q), by))
 
 
 @router.get("/findings", response_model=FindingsPage, summary="Findings page data")
 def findings(
+    request: Request,
     dash: Dash,
     q: Win,
     severity: Annotated[Severity | None, Query(description="Only this severity.")] = None,
@@ -156,14 +166,14 @@ def findings(
     limit: Annotated[int, Query(ge=0, le=MAX_LIMIT, description="Most findings listed.")] = (
         DEFAULT_LIMIT
     ),
-) -> FindingsPage:
+) -> Response:
     """The window's findings, largest impact first, with evidence, impact, fix and the GPU
     chart window each comes from."""
     if rule is not None and rule not in RULES:
         raise HTTPException(
             status_code=422, detail=f"rule {rule!r} is not one of {', '.join(RULES)}"
         )
-    return dash.findings(resolve_window(dash, q), severity, rule, limit)
+    return shared(request, dash.findings(resolve_window(dash, q), severity, rule, limit))
 
 
 @router.get("/traces", response_model=list[TraceEntry], summary="Traces that can be opened")

@@ -31,6 +31,7 @@ from gpulens.app.agent import AgentContext
 from gpulens.errors import StoreError
 from gpulens.present.dashboard.service import Dashboard
 from gpulens.present.web import api, pages
+from gpulens.present.web.cached import PageBodies
 from gpulens.present.web.security import (
     COOKIE,
     OPEN_PATHS,
@@ -95,6 +96,7 @@ def create_app(ctx: AgentContext) -> FastAPI:
     )
     app.state.ctx = ctx
     app.state.dashboard = Dashboard(ctx)
+    app.state.bodies = PageBodies()
 
     page_paths = [
         route.path_regex

@@ -4,6 +4,7 @@ revalidate, the previous live window while the next is analysed, one page build 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,44 @@ def test_a_failed_background_analysis_is_shown_by_the_next_request(
 
 def window_failed(dash: Dashboard, window: Window) -> bool:
     return (window.start_ns, window.end_ns, window.step_s) in dash._failed
+
+
+def test_a_viewed_live_range_keeps_one_analysis_not_one_per_step(
+    dash: Dashboard, counting: CountingAnalyse
+) -> None:
+    window = dash.window("1h")
+    other_range = dash.window("6h")
+    dash.analysed(other_range)
+    moved = window
+    for _ in range(5):  # the live window moves on with the newest reading, step by step
+        dash.analysed(moved)  # the first time in the foreground; later ones in the background
+        for _ in range(300):
+            if (moved.start_ns, moved.end_ns, moved.step_s) in dash._cache:
+                break
+            threading.Event().wait(0.05)
+        moved = _next(moved)
+    spans = [(end - start, step) for start, end, step in dash._cache]
+    assert len(counting.calls) == 6
+    assert len(dash._cache) == 2  # the newest 1 h window, and the 6 h one
+    assert sorted(spans) == sorted(
+        {(w.end_ns - w.start_ns, w.step_s) for w in (window, other_range)}
+    )
+
+
+def test_where_a_window_ends_is_not_queued_behind_a_running_analysis(
+    dash: Dashboard, counting: CountingAnalyse
+) -> None:
+    window = dash.window("1h")  # the store's newest reading is known from here on
+    assert isinstance(dash.clock, Clock)
+    dash.clock.now += service.BOUNDS_TTL_S + 1  # and due to be asked again
+    counting.gate.clear()
+    analysis = threading.Thread(target=dash.analysed, args=(window,))
+    analysis.start()
+    assert counting.entered.wait(30)  # holds the store's one connection
+    try:
+        started = time.monotonic()
+        assert dash.window("1h") == window  # answered from what it knew, not after the analysis
+        assert time.monotonic() - started < 5
+    finally:
+        counting.gate.set()
+        analysis.join(60)
