@@ -18,6 +18,14 @@ Protocol (crash-safe at every instant, see docs/storage.md):
 A crash before step 3 leaves only an invisible temporary file; a crash after it leaves
 superseded inputs that readers already ignore and the next run deletes.
 
+In an object store there is no `flock` that other machines see, so the inputs of one
+compaction are only the files of one host (`host=`: the names of its segments, commits and
+compacted files carry it), written `cmp-<host>-<start>-<uuid8>.parquet`: agents on different
+machines compact their own files and never the same ones; on one machine a local `flock` keyed
+by partition and host serialises them. Without `host` every host's files are compacted, each
+host's separately (run it where no agent compacts, e.g. a nightly job). The output is one
+upload, which appears whole or not at all: that upload is the commit; the rest is the same.
+
 A lock file outlives its partition only until `remove_stale_locks` (run by retention) takes it
 and deletes it; a lock is held only by a descriptor that is still the file at the lock's path,
 so a lock deleted between someone's `open` and `flock` never admits two compactions.
@@ -25,15 +33,16 @@ so a lock deleted between someone's `open` and `flock` never admits two compacti
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
@@ -52,11 +61,15 @@ from gpulens.store.layout import (
     corrupt_file_error,
     day_of,
     fsync_dir,
+    name_host,
     name_start_ns,
     partitions,
     read_footer_meta,
+    read_table,
+    safe_host,
     write_atomic,
 )
+from gpulens.store.location import ObjectPath, StorePath, open_location
 from gpulens.store.locks import take_lock as _take
 from gpulens.store.schema import TS, ZSTD_LEVEL, normalize, write_options
 
@@ -78,12 +91,13 @@ class CompactionResult:
     bytes_after: int = 0
     files_deleted: int = 0
     skipped_locked: int = 0
-    written: list[Path] = field(default_factory=list)
+    written: list[StorePath] = field(default_factory=list)
 
 
 def compact(
-    data_dir: Path,
+    data_dir: StorePath,
     *,
+    host: str | None = None,
     clock: Clock | None = None,
     kinds: tuple[Kind, ...] = tuple(Kind),
     min_age_seconds: float = 600.0,
@@ -93,39 +107,56 @@ def compact(
     zstd_level: int = ZSTD_LEVEL,
     on_step: StepHook | None = None,
 ) -> CompactionResult:
-    """Merge small segments of each (kind, day) partition of the store in `data_dir`."""
+    """Merge small segments of each (kind, day) partition of the store in `data_dir`; in an
+    object store only the files of `host` (None: every host's, each host's apart)."""
+    data_dir = open_location(data_dir)
     now = (clock or SystemClock()).now_ns()
     today = day_of(now)
     step = on_step or (lambda _name: None)
     result = CompactionResult()
-    live = LiveFiles(Path(data_dir))
+    live = LiveFiles(data_dir)
+    remote = isinstance(data_dir, ObjectPath)
     for kind in kinds:
-        for day, part in partitions(Path(data_dir), kind):
-            with _locked(part) as got:
+        for day, part in partitions(data_dir, kind):
+            with _locked(part, host) as got:
                 if not got:
                     result.skipped_locked += 1
                     continue
-                if not part.is_dir():  # deleted by retention since it was listed
+                if isinstance(part, Path) and not part.is_dir():  # deleted since listed
                     lock_path(part).unlink(missing_ok=True)  # ours: held, so nobody compacts
                     continue
                 files, superseded = live.partition(part)
                 _delete_superseded(live, part, superseded, now, delete_grace_seconds, result)
-                _delete_stale_tmp(part, now, stale_tmp_seconds)
-                inputs = _choose(files, day == today, now, min_age_seconds)
-                if len(inputs) < min_files:
-                    continue
-                step("inputs-chosen")
-                _merge(part, inputs, now, zstd_level, step, result)
-                step("committed")
-                if delete_grace_seconds <= 0:
-                    for f in inputs:
-                        _delete_tree(live, f, result, step)
-    cleaned = clean_commits(Path(data_dir))
+                if isinstance(part, Path):
+                    _delete_stale_tmp(part, now, stale_tmp_seconds)
+                groups = _by_host(files, host) if remote else {None: files}
+                for owner, group in groups.items():
+                    inputs = _choose(group, day == today, now, min_age_seconds)
+                    if len(inputs) < min_files:
+                        continue
+                    step("inputs-chosen")
+                    _merge(part, inputs, now, zstd_level, step, result, owner)
+                    step("committed")
+                    if delete_grace_seconds <= 0:
+                        for f in inputs:
+                            _delete_tree(live, f, result, step)
+    cleaned = clean_commits(data_dir)
     result.files_deleted += cleaned.files_deleted
     return result
 
 
-def _choose(files: list[Path], is_today: bool, now: int, min_age: float) -> list[Path]:
+def _by_host(files: list[StorePath], host: str | None) -> dict[str | None, list[StorePath]]:
+    """Files grouped by the host their name carries (only `host`'s when given)."""
+    groups: dict[str | None, list[StorePath]] = {}
+    wanted = safe_host(host) if host is not None else None
+    for f in files:
+        owner = name_host(f.name)
+        if wanted is None or owner == wanted:
+            groups.setdefault(owner, []).append(f)
+    return groups
+
+
+def _choose(files: list[StorePath], is_today: bool, now: int, min_age: float) -> list[StorePath]:
     if not is_today:
         return files
     cutoff = now - int(min_age * 1e9)
@@ -137,17 +168,18 @@ def _choose(files: list[Path], is_today: bool, now: int, min_age: float) -> list
 
 
 def _merge(
-    part: Path,
-    inputs: list[Path],
+    part: StorePath,
+    inputs: list[StorePath],
     now: int,
     zstd_level: int,
     step: StepHook,
     result: CompactionResult,
+    owner: str | None = None,
 ) -> None:
     tables: list[pa.Table] = []
     for f in inputs:
         try:
-            tables.append(pq.read_table(f))
+            tables.append(read_table(f))
         except (OSError, pa.ArrowException) as exc:
             raise corrupt_file_error(f, exc) from exc
         result.bytes_before += f.stat().st_size
@@ -158,11 +190,12 @@ def _merge(
         CREATED_KEY: b"%d" % now,
     }
     merged = merged.replace_schema_metadata({**(merged.schema.metadata or {}), **meta})
-    final = part / compacted_name(min(start, min(name_start_ns(f.name) for f in inputs)))
+    first = min(start, min(name_start_ns(f.name) for f in inputs))
+    final = part / compacted_name(first, owner)
     step("before-write")
     try:
         size = write_atomic(final, merged, write_options(merged, zstd_level=zstd_level))
-    except (OSError, pa.ArrowException) as exc:
+    except (OSError, pa.ArrowException, StoreError) as exc:
         raise StoreError(
             f"cannot write a compacted file in {str(part)!r}: {exc}; the store is unchanged "
             f"(its segments stay as they were), free disk space and run compaction again"
@@ -192,8 +225,8 @@ def _unify(tables: list[pa.Table]) -> pa.Table:
 
 def _delete_superseded(
     live: LiveFiles,
-    part: Path,
-    superseded: list[Path],
+    part: StorePath,
+    superseded: list[StorePath],
     now: int,
     grace: float,
     result: CompactionResult,
@@ -202,7 +235,8 @@ def _delete_superseded(
     if not superseded:
         return
     gone = {f.name for f in superseded}
-    for cmp in sorted(part.glob(f"{COMPACTED_PREFIX}*{SUFFIX}")):
+    found: list[StorePath] = [*part.glob(f"{COMPACTED_PREFIX}*{SUFFIX}")]
+    for cmp in sorted(found, key=str):
         if cmp.name in gone:
             continue  # only a live replacement decides
         try:
@@ -216,7 +250,9 @@ def _delete_superseded(
             _delete_tree(live, part / name, result, lambda _s: None)
 
 
-def _delete_tree(live: LiveFiles, path: Path, result: CompactionResult, step: StepHook) -> None:
+def _delete_tree(
+    live: LiveFiles, path: StorePath, result: CompactionResult, step: StepHook
+) -> None:
     """Delete a superseded file; for a compacted one, first what it replaced (so that nothing
     it hides can reappear as live if we stop halfway)."""
     if path.name.startswith(COMPACTED_PREFIX):
@@ -239,7 +275,7 @@ def _delete_stale_tmp(part: Path, now: int, max_age: float) -> None:
             continue
 
 
-def _unlink(path: Path, result: CompactionResult) -> bool:
+def _unlink(path: StorePath, result: CompactionResult) -> bool:
     try:
         path.unlink()
     except FileNotFoundError:
@@ -284,10 +320,20 @@ def remove_stale_locks(data_dir: Path, kind: Kind) -> int:
     return removed
 
 
+def object_lock_path(part: ObjectPath, host: str | None) -> Path:
+    """The local lock that serialises this machine's compactions of `host`'s files of an
+    object-store partition (other machines compact other hosts' files)."""
+    digest = hashlib.sha256(f"{part}\0{host}".encode()).hexdigest()[:32]
+    directory = Path(tempfile.gettempdir()) / "gpulens-compact-locks"
+    directory.mkdir(exist_ok=True)
+    return directory / f"{digest}{LOCK_SUFFIX}"
+
+
 @contextmanager
-def _locked(part: Path) -> Iterator[bool]:
+def _locked(part: StorePath, host: str | None = None) -> Iterator[bool]:
     """Hold the compaction lock of a partition; yields False when another process holds it."""
-    fd = _take(lock_path(part), create=True)
+    lock = object_lock_path(part, host) if isinstance(part, ObjectPath) else lock_path(part)
+    fd = _take(lock, create=True)
     if fd is None:
         yield False
         return

@@ -45,6 +45,7 @@ from gpulens.store.layout import (
     read_footer_meta,
     write_atomic,
 )
+from gpulens.store.location import ObjectPath, StorePath
 
 FRAMES_DIR = "frames"
 CACHE_STEP_S = 60
@@ -83,8 +84,10 @@ def day_dir(data_dir: Path, day: str, step_s: int = CACHE_STEP_S) -> Path:
     return step_dir(data_dir, step_s) / f"{PARTITION_PREFIX}{day}"
 
 
-def cached_days(data_dir: Path, step_s: int = CACHE_STEP_S) -> list[tuple[str, Path]]:
+def cached_days(data_dir: StorePath, step_s: int = CACHE_STEP_S) -> list[tuple[str, Path]]:
     """(day, directory) of every cache partition, oldest first."""
+    if isinstance(data_dir, ObjectPath):
+        return []  # kept on local disk only: object-store reports aggregate raw rows
     try:
         entries = list(os.scandir(step_dir(data_dir, step_s)))
     except FileNotFoundError:
@@ -110,12 +113,12 @@ def frame_files(part: Path) -> list[Path]:
     return sorted(part / n for n in names if n.startswith(FRAME_PREFIX) and n.endswith(SUFFIX))
 
 
-def inputs_digest(data_dir: Path, day: str, live: LiveFiles | None = None) -> str:
+def inputs_digest(data_dir: StorePath, day: str, live: LiveFiles | None = None) -> str:
     """A digest of the live input files of `day`: kind, name, size and mtime of each."""
-    live = live or LiveFiles(Path(data_dir))
+    live = live or LiveFiles(data_dir)
     h = hashlib.sha256()
     for kind in INPUT_KINDS:
-        for path in live.partition(partition_dir(Path(data_dir), kind, day))[0]:
+        for path in live.partition(partition_dir(data_dir, kind, day))[0]:
             try:
                 st = path.stat()
             except FileNotFoundError:
@@ -125,9 +128,11 @@ def inputs_digest(data_dir: Path, day: str, live: LiveFiles | None = None) -> st
 
 
 def fresh_file(
-    data_dir: Path, day: str, live: LiveFiles, stats: CacheStats | None = None
+    data_dir: StorePath, day: str, live: LiveFiles, stats: CacheStats | None = None
 ) -> Path | None:
     """The cache file of `day` whose inputs are still the live files, or None."""
+    if isinstance(data_dir, ObjectPath):
+        return None
     files = frame_files(day_dir(data_dir, day))
     if not files:
         return None
@@ -156,9 +161,19 @@ def fresh_file(
 
 
 def write_frame(
-    data_dir: Path, day: str, table: pa.Table, digest: str, *, row_group_size: int | None = None
+    data_dir: StorePath,
+    day: str,
+    table: pa.Table,
+    digest: str,
+    *,
+    row_group_size: int | None = None,
 ) -> Path:
     """Write `table` as the cache of `day` (temporary name + rename), then drop older files."""
+    if isinstance(data_dir, ObjectPath):
+        raise StoreError(
+            f"the frames cache is kept on local disk only, not in {str(data_dir)!r}: reports "
+            "on an object store read raw rows"
+        )
     part = day_dir(data_dir, day)
     ensure_dir(part)
     meta: Mapping[bytes, bytes] = {

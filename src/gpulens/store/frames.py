@@ -62,6 +62,7 @@ from gpulens.store.frame_cache import (
     write_frame,
 )
 from gpulens.store.layout import NS_PER_DAY, LiveFiles, day_of, day_start_ns, partitions
+from gpulens.store.location import ObjectPath, StorePath, open_location
 from gpulens.store.query import Queryable, Store
 
 GPU_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance")
@@ -717,7 +718,9 @@ def _plan_cache(
     return _CachePlan(step_ns, level_s, tuple(ranges), tuple(days), tuple(files))
 
 
-def materialize_day(store_or_data_dir: Store | Path, day: date, step_s: int = CACHE_STEP_S) -> Path:
+def materialize_day(
+    store_or_data_dir: Store | StorePath, day: date, step_s: int = CACHE_STEP_S
+) -> Path:
     """Compute and write the frames cache file of the UTC day `day`; returns its path.
 
     Meant for closed days (an open day's file goes stale with its next segment). ValueError for
@@ -727,7 +730,7 @@ def materialize_day(store_or_data_dir: Store | Path, day: date, step_s: int = CA
         raise ValueError(f"the frames cache is kept at step_s={CACHE_STEP_S}, got {step_s!r}")
     if isinstance(store_or_data_dir, Store):
         return _materialize(store_or_data_dir, day.isoformat())
-    with Store(Path(store_or_data_dir)) as store:
+    with Store(store_or_data_dir) as store:
         return _materialize(store, day.isoformat())
 
 
@@ -738,14 +741,16 @@ def _materialize(store: Store, day: str) -> Path:
     return write_frame(store.data_dir, day, table, digest, row_group_size=CACHE_ROW_GROUP)
 
 
-def materialize_closed_days(data_dir: Path, *, clock: Clock | None = None) -> tuple[int, int]:
+def materialize_closed_days(data_dir: StorePath, *, clock: Clock | None = None) -> tuple[int, int]:
     """Write the frames cache of every closed day with raw data and no fresh cache file.
 
     Returns (days written, days that failed); a failing day (an unreadable raw file, a full
     disk) is skipped so the others still get their cache.
     """
     today = day_of((clock or SystemClock()).now_ns())
-    data_dir = Path(data_dir)
+    data_dir = open_location(data_dir)
+    if isinstance(data_dir, ObjectPath):
+        return 0, 0  # the cache is kept on local disk only (frame_cache.cached_days)
     days = sorted({d for kind in INPUT_KINDS for d, _ in partitions(data_dir, kind)})
     live = LiveFiles(data_dir)
     written = failed = 0

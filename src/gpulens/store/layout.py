@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError
 from gpulens.model import Kind
+from gpulens.store.location import ObjectPath, StorePath
 
 SEGMENT_PREFIX = "seg-"
 PENDING_PREFIX = "txn-"
@@ -66,18 +67,34 @@ def day_start_ns(day: str) -> int:
     return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()) * 10**9
 
 
-def partition_dir(data_dir: Path, kind: Kind, day: str) -> Path:
+def partition_dir(data_dir: StorePath, kind: Kind, day: str) -> StorePath:
     return data_dir / kind.value / f"{PARTITION_PREFIX}{day}"
 
 
 def segment_name(host: str, start_ns: int, prefix: str = SEGMENT_PREFIX) -> str:
     """A writer's segment name; `host` is made file-name safe (anything odd becomes `_`)."""
-    safe = _HOST_UNSAFE.sub("_", host) or "unknown"
-    return f"{prefix}{safe}-{start_ns}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+    return f"{prefix}{safe_host(host)}-{start_ns}-{uuid.uuid4().hex[:8]}{SUFFIX}"
 
 
-def compacted_name(start_ns: int) -> str:
-    return f"{COMPACTED_PREFIX}{start_ns}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+def compacted_name(start_ns: int, host: str | None = None) -> str:
+    """A compacted file's name; on object storage it carries the host whose files it merged."""
+    owner = f"{safe_host(host)}-" if host is not None else ""
+    return f"{COMPACTED_PREFIX}{owner}{start_ns}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+
+
+def name_host(name: str) -> str | None:
+    """The (file-name safe) host a segment, commit or per-host compacted name carries."""
+    parts = name.removesuffix(SUFFIX).split("-")
+    if name.startswith(PENDING_PREFIX) and len(parts) >= 5:
+        return parts[2]
+    if name.startswith((SEGMENT_PREFIX, COMPACTED_PREFIX)) and len(parts) >= 4:
+        return parts[1]
+    return None
+
+
+def safe_host(host: str) -> str:
+    """`host` as segment names carry it."""
+    return _HOST_UNSAFE.sub("_", host) or "unknown"
 
 
 def name_start_ns(name: str) -> int:
@@ -89,10 +106,17 @@ def name_start_ns(name: str) -> int:
         return 0
 
 
-def partitions(data_dir: Path, kind: Kind) -> list[tuple[str, Path]]:
+def partitions(data_dir: StorePath, kind: Kind) -> list[tuple[str, StorePath]]:
     """(day, directory) of every day partition of `kind`, oldest first."""
     root = data_dir / kind.value
-    found: list[tuple[str, Path]] = []
+    if isinstance(root, ObjectPath):
+        days = [
+            (m.group(1), root / name)
+            for name, is_dir, _ in root.entries()
+            if is_dir and (m := _PARTITION_RE.match(name))
+        ]
+        return sorted(days, key=lambda d: d[0])
+    found: list[tuple[str, StorePath]] = []
     try:
         entries = list(os.scandir(root))
     except FileNotFoundError:
@@ -103,10 +127,10 @@ def partitions(data_dir: Path, kind: Kind) -> list[tuple[str, Path]]:
         match = _PARTITION_RE.match(entry.name)
         if match and entry.is_dir():
             found.append((match.group(1), Path(entry.path)))
-    return sorted(found)
+    return sorted(found, key=lambda d: d[0])
 
 
-def committed_ids(data_dir: Path) -> frozenset[str]:
+def committed_ids(data_dir: StorePath) -> frozenset[str]:
     """Ids of the commits whose record exists: their `txn-<id>-` files are live."""
     try:
         names = [p.name for p in (data_dir / COMMITS_DIR).iterdir()]
@@ -124,7 +148,7 @@ def pending_id(name: str) -> str | None:
     return name[len(PENDING_PREFIX) :].split("-", 1)[0]
 
 
-def data_files(partition: Path, committed: frozenset[str] = frozenset()) -> list[Path]:
+def data_files(partition: StorePath, committed: frozenset[str] = frozenset()) -> list[StorePath]:
     """Segment and compacted files of one partition, and the files of the `committed` commits
     (temporary files and uncommitted `txn-` files never match)."""
     try:
@@ -132,20 +156,42 @@ def data_files(partition: Path, committed: frozenset[str] = frozenset()) -> list
     except FileNotFoundError:  # removed by retention while we looked
         return []
     return sorted(
-        partition / n
-        for n in names
-        if n.endswith(SUFFIX)
-        and (
-            n.startswith((SEGMENT_PREFIX, COMPACTED_PREFIX))
-            or (committed and pending_id(n) in committed)
-        )
+        (
+            partition / n
+            for n in names
+            if n.endswith(SUFFIX)
+            and (
+                n.startswith((SEGMENT_PREFIX, COMPACTED_PREFIX))
+                or (committed and pending_id(n) in committed)
+            )
+        ),
+        key=str,
     )
 
 
-def read_footer_meta(path: Path) -> Mapping[bytes, bytes]:
+def read_metadata(path: StorePath) -> pq.FileMetaData:
+    """The Parquet footer of a local or object-store file (FileNotFoundError when missing)."""
+    if isinstance(path, ObjectPath):
+        try:
+            return pq.read_metadata(path.key, filesystem=path.fs)
+        except OSError as exc:
+            if "does not exist" in str(exc) or "NoSuchKey" in str(exc):
+                raise FileNotFoundError(str(path)) from exc
+            raise
+    return pq.read_metadata(path)
+
+
+def read_table(path: StorePath) -> pa.Table:
+    """A whole Parquet file, local or in an object store."""
+    if isinstance(path, ObjectPath):
+        return pq.read_table(path.key, filesystem=path.fs)
+    return pq.read_table(path)
+
+
+def read_footer_meta(path: StorePath) -> Mapping[bytes, bytes]:
     """The key-value metadata of a Parquet file; StoreError names a corrupt file."""
     try:
-        meta = pq.read_metadata(path).metadata
+        meta = read_metadata(path).metadata
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException) as exc:
@@ -153,7 +199,7 @@ def read_footer_meta(path: Path) -> Mapping[bytes, bytes]:
     return meta or {}
 
 
-def corrupt_file_error(path: Path, exc: BaseException) -> StoreError:
+def corrupt_file_error(path: StorePath, exc: BaseException) -> StoreError:
     return StoreError(
         f"store file {str(path)!r} is not a readable Parquet file ({exc}); it was probably "
         f"truncated or damaged outside gpulens: move it aside (e.g. to a 'quarantine' folder "
@@ -164,11 +210,11 @@ def corrupt_file_error(path: Path, exc: BaseException) -> StoreError:
 class LiveFiles:
     """Lists the live data files of a kind; caches what each compacted file replaces."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: StorePath) -> None:
         self.data_dir = data_dir
-        self._replaces: dict[Path, frozenset[str]] = {}
+        self._replaces: dict[StorePath, frozenset[str]] = {}
 
-    def replaces(self, path: Path) -> frozenset[str]:
+    def replaces(self, path: StorePath) -> frozenset[str]:
         """Names of the files the compacted file `path` supersedes (cached: files never change)."""
         cached = self._replaces.get(path)
         if cached is None:
@@ -178,8 +224,8 @@ class LiveFiles:
         return cached
 
     def partition(
-        self, partition: Path, committed: frozenset[str] | None = None
-    ) -> tuple[list[Path], list[Path]]:
+        self, partition: StorePath, committed: frozenset[str] | None = None
+    ) -> tuple[list[StorePath], list[StorePath]]:
         """(live, superseded) files of one partition; `committed` as `committed_ids` said
         before the partition is listed (read now when None)."""
         if committed is None:
@@ -195,17 +241,19 @@ class LiveFiles:
         live = [f for f in files if f.name not in gone]
         return live, [f for f in files if f.name in gone]
 
-    def live(self, kind: Kind) -> list[Path]:
+    def live(self, kind: Kind) -> list[StorePath]:
         """Every live file of `kind`, oldest partition first."""
         committed = committed_ids(self.data_dir)  # before the listing: see commit.py
-        out: list[Path] = []
+        out: list[StorePath] = []
         for _day, part in partitions(self.data_dir, kind):
             out.extend(self.partition(part, committed)[0])
         return out
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename or a new entry in directory `path` durable."""
+def fsync_dir(path: StorePath) -> None:
+    """Make a rename or a new entry in directory `path` durable (nothing to do for objects)."""
+    if isinstance(path, ObjectPath):
+        return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -213,9 +261,10 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def ensure_dir(path: Path) -> None:
-    """Create `path` (and parents) durably: each new directory entry is fsynced."""
-    if path.is_dir():
+def ensure_dir(path: StorePath) -> None:
+    """Create `path` (and parents) durably: each new directory entry is fsynced (object stores
+    have no directories: nothing to do)."""
+    if isinstance(path, ObjectPath) or path.is_dir():
         return
     missing: list[Path] = []
     p = path
@@ -237,15 +286,21 @@ def _removing_on_error(tmp: Path) -> Iterator[None]:
 
 
 def write_atomic(
-    final: Path,
+    final: StorePath,
     table: pa.Table,
     write_options: Mapping[str, object],
     opener: Opener = default_opener,
 ) -> int:
     """Write `table` to `final` via fsynced temporary file + rename; returns bytes written.
+    In an object store: encoded in memory, then one upload (`ObjectPath.write_bytes`), which
+    appears complete or not at all.
 
     Raises OSError / ArrowException as they come; the temporary file is removed first.
     """
+    if isinstance(final, ObjectPath):
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, **write_options)
+        return final.write_bytes(sink.getvalue())
     tmp = final.with_name(f"{TMP_PREFIX}{final.name}")
     with _removing_on_error(tmp):
         with opener(tmp) as fh:

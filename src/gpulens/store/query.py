@@ -7,6 +7,10 @@ Views `gpu`, `process`, `host`, `app`, `event` read the live files of their kind
 so queries bind on an empty or young store too. Views are rebuilt from a fresh file listing
 before each query, which never blocks writers; a file that compaction removes while a query
 runs makes the query run again on the new listing.
+
+In an object store DuckDB reads the same files through a pyarrow dataset (pyarrow's S3 or GCS
+filesystem; DuckDB's own httpfs is not used): the view scans it with the columns and filters
+of the query pushed down, so only the column chunks a query needs are fetched (byte ranges).
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from typing import Protocol
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError
 from gpulens.model import Kind
-from gpulens.store.layout import LiveFiles, corrupt_file_error, read_footer_meta
+from gpulens.store.layout import LiveFiles, corrupt_file_error, read_footer_meta, read_metadata
+from gpulens.store.location import ObjectPath, StorePath, open_location
 from gpulens.store.schema import DATE, empty_schema
 
 Params = Sequence[object] | Mapping[str, object] | None
@@ -58,12 +64,13 @@ class QueryError(StoreError):
 class Store:
     """Query the store in `data_dir` with DuckDB SQL; results come back as Arrow tables."""
 
-    def __init__(self, data_dir: Path, *, retries: int = 5) -> None:
-        self.data_dir = Path(data_dir)
+    def __init__(self, data_dir: StorePath, *, retries: int = 5) -> None:
+        self.data_dir = open_location(data_dir)
         self.retries = retries
         self._live = LiveFiles(self.data_dir)
         self._con = duckdb.connect(":memory:")
-        self._views: dict[Kind, tuple[Path, ...]] = {}
+        self._views: dict[Kind, tuple[StorePath, ...]] = {}
+        self._schemas: dict[ObjectPath, pa.Schema] = {}
         self._closed = False
 
     def query(self, sql: str, params: Params = None) -> pa.Table:
@@ -139,7 +146,7 @@ class Store:
         a, b = table["a"][0].as_py(), table["b"][0].as_py()
         return (None if a is None else int(a)), (None if b is None else int(b))
 
-    def files(self, kind: Kind) -> list[Path]:
+    def files(self, kind: Kind) -> list[StorePath]:
         """The live files of `kind` (what a direct reader with pandas or polars should read)."""
         return self._live.live(Kind(kind))
 
@@ -161,9 +168,40 @@ class Store:
             files = tuple(self._live.live(kind))
             if kind not in self._views or self._views[kind] != files:
                 self._views.pop(kind, None)
-                view = _view_sql(kind, files)
+                objects = [f for f in files if isinstance(f, ObjectPath)]
+                if objects and isinstance(self.data_dir, ObjectPath):
+                    name = f"_gpulens_{kind.value}_files"
+                    self._con.register(name, self._dataset(kind, objects))
+                    view = f"SELECT * FROM {name} UNION ALL BY NAME {_skeleton(kind)}"
+                else:
+                    view = _view_sql(kind, files)
                 self._con.execute(f"CREATE OR REPLACE VIEW {kind.value} AS {view}")
                 self._views[kind] = files
+
+    def _dataset(self, kind: Kind, files: list[ObjectPath]) -> pads.Dataset:
+        """The files of `kind` in an object store as one pyarrow dataset: columns unified by
+        name (a float32 file's column widened where another file has float64), `date` from
+        the hive partition. Each file's schema is read once (files never change)."""
+        schemas = []
+        for f in files:
+            schema = self._schemas.get(f)
+            if schema is None:
+                schema = self._schemas[f] = pq.read_schema(f.key, filesystem=f.fs)
+            schemas.append(schema)
+        unified = pa.unify_schemas(schemas, promote_options="permissive")
+        fields = [fd for fd in unified if fd.name != DATE]
+        fields = [fd.with_type(fd.type.value_type) if pa.types.is_dictionary(fd.type) else fd
+                  for fd in fields]  # fmt: skip
+        partition = pa.schema([pa.field(DATE, pa.date32())])
+        assert isinstance(self.data_dir, ObjectPath)
+        return pads.dataset(
+            [f.key for f in files],
+            schema=pa.schema([*fields, *partition]).remove_metadata(),
+            format="parquet",
+            filesystem=self.data_dir.fs,
+            partitioning=pads.partitioning(partition, flavor="hive"),
+            partition_base_dir=(self.data_dir / kind.value).key,
+        )
 
     def _storage_error(self, exc: duckdb.Error, sql: str) -> StoreError:
         """Name the unreadable file when there is one, else report DuckDB's message."""
@@ -181,10 +219,15 @@ class Store:
         return StoreError(f"query failed: {_first_line(exc)} (in query: {_short(sql)})")
 
 
-def _view_sql(kind: Kind, files: tuple[Path, ...]) -> str:
+def _skeleton(kind: Kind) -> str:
+    """A typed empty row with `ts`, every label key and every catalog metric of `kind`."""
     schema = empty_schema(kind)
-    skeleton = ", ".join(f"NULL::{_DUCK_TYPES[str(f.type)]} AS {_ident(f.name)}" for f in schema)
-    skeleton = f"SELECT {skeleton}, NULL::DATE AS {DATE} WHERE false"
+    columns = ", ".join(f"NULL::{_DUCK_TYPES[str(f.type)]} AS {_ident(f.name)}" for f in schema)
+    return f"SELECT {columns}, NULL::DATE AS {DATE} WHERE false"
+
+
+def _view_sql(kind: Kind, files: tuple[StorePath, ...]) -> str:
+    skeleton = _skeleton(kind)
     if not files:
         return skeleton
     listing = ", ".join(_literal(str(p)) for p in files)
@@ -198,10 +241,10 @@ def _view_sql(kind: Kind, files: tuple[Path, ...]) -> str:
 _TS_UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 
 
-def _footer_ts_bounds(path: Path) -> tuple[int | None, int | None] | None:
+def _footer_ts_bounds(path: StorePath) -> tuple[int | None, int | None] | None:
     """(min, max) of the file's `ts` in ns from its row-group statistics; (None, None) for a
     file without rows; None when some row group has no usable statistics."""
-    meta = pq.read_metadata(path)
+    meta = read_metadata(path)
     schema = meta.schema
     column = next((i for i in range(len(schema)) if schema.column(i).path == "ts"), None)
     if column is None:

@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +37,7 @@ from gpulens.store.layout import (
     segment_name,
     write_atomic,
 )
+from gpulens.store.location import ObjectPath, StorePath, open_location
 from gpulens.store.schema import TS, normalize, split_columns, ts_ns, write_options
 
 #: the smallest buffer cap after failed flushes, in rows (when no bound is given)
@@ -139,7 +139,7 @@ class SegmentWriter:
 
     def __init__(
         self,
-        data_dir: Path,
+        data_dir: StorePath,
         host: str,
         flush_seconds: float = 10.0,
         clock: Clock | None = None,
@@ -150,7 +150,7 @@ class SegmentWriter:
     ) -> None:
         if flush_seconds <= 0:
             raise ValueError(f"flush_seconds must be > 0, got {flush_seconds!r}")
-        self.data_dir = Path(data_dir)
+        self.data_dir = open_location(data_dir)
         self.host = host
         self.flush_seconds = flush_seconds
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -222,7 +222,7 @@ class SegmentWriter:
             has_rows = bool(self._groups or self._chunks)
             return has_rows and now_ns - self._last_flush_ns >= self.flush_seconds * 1e9
 
-    def flush(self) -> list[Path]:
+    def flush(self) -> list[StorePath]:
         """Write the buffer: one segment per (kind, day); returns the files written.
 
         Raises StoreError when a segment cannot be written (nothing stored is touched, the
@@ -231,7 +231,7 @@ class SegmentWriter:
         with self._lock:
             return self._flush()
 
-    def _flush(self, final: bool = False) -> list[Path]:
+    def _flush(self, final: bool = False) -> list[StorePath]:
         started = time.perf_counter()
         self._last_flush_ns = self._clock.now_ns()
         rejected = self._seal()
@@ -244,7 +244,7 @@ class SegmentWriter:
                 self._enforce_cap()
                 raise _unwritten(stuck, self._buffered_rows(), final)
         jobs = self._jobs()
-        written: list[Path] = []
+        written: list[StorePath] = []
         failure: StoreError | None = None
         for i, (kind, day, table) in enumerate(jobs):
             try:
@@ -294,7 +294,7 @@ class SegmentWriter:
                 jobs.append((kind, day_of(int(day) * NS_PER_DAY), normalize(part)))
         return jobs
 
-    def _write(self, kind: Kind, day: str, table: pa.Table) -> tuple[Path, int]:
+    def _write(self, kind: Kind, day: str, table: pa.Table) -> tuple[StorePath, int]:
         start = int(pc.min(table.column(TS)).cast(pa.int64()).as_py())
         directory = partition_dir(self.data_dir, kind, day)
         name = self._commit.segment_name(self.host, start) if self._commit else None
@@ -304,7 +304,7 @@ class SegmentWriter:
             size = write_atomic(path, table, write_options(table), self._open)
             if self._commit is not None:
                 self._commit.add(path)
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, pa.ArrowException, StoreError) as exc:
             raise StoreError(
                 f"cannot write a {kind.value} segment in {str(directory)!r}: {exc}"
             ) from exc
@@ -313,6 +313,13 @@ class SegmentWriter:
     def _probe(self) -> StoreError | None:
         """Whether a small file can be written in the data directory now (None), or why not."""
         path = self.data_dir / f"{TMP_PREFIX}probe-{uuid.uuid4().hex}"
+        if isinstance(path, ObjectPath):
+            try:
+                path.write_bytes(bytes(PROBE_BYTES))
+                path.unlink(missing_ok=True)
+            except (OSError, StoreError) as exc:
+                return StoreError(f"cannot write in {str(self.data_dir)!r}: {exc}")
+            return None
         try:
             with self._open(path) as f:
                 f.write(bytes(PROBE_BYTES))
@@ -364,7 +371,7 @@ class SegmentWriter:
                 self._stats, buffered_rows=self._buffered_rows(), max_buffered_rows=self._cap()
             )
 
-    def close(self) -> list[Path]:
+    def close(self) -> list[StorePath]:
         """Flush what is buffered and refuse further appends."""
         with self._lock:
             if self._closed:
