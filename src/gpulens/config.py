@@ -13,10 +13,13 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulens.errors import ConfigError
 from gpulens.numbers import is_nan
+
+if TYPE_CHECKING:
+    from gpulens.store.location import StorePath
 
 ENV_PREFIX = "GPULENS_"
 COLLECTOR_NAMES: tuple[str, ...] = ("simulated", "nvml", "host", "dcgm", "nvidia_smi")
@@ -50,8 +53,9 @@ SETTINGS: tuple[Setting, ...] = (
         "data_dir",
         str,
         None,
-        "Directory of the Parquet store (default "
-        "$XDG_DATA_HOME/gpulens, else ~/.local/share/gpulens).",
+        "Directory of the Parquet store, or an object-store URL (s3://bucket/prefix, "
+        "gs://...; docs/storage.md) (default $XDG_DATA_HOME/gpulens, else "
+        "~/.local/share/gpulens).",
     ),
     Setting("host", str, None, "Host name written on every reading (default: this machine's)."),
     Setting(
@@ -112,6 +116,32 @@ SETTINGS: tuple[Setting, ...] = (
         "dropped and counted; the rest are written when the disk takes writes again.",
         minimum=1000,
         maximum=100_000_000,
+    ),
+    Setting(
+        "store.aws_endpoint_url",
+        str,
+        None,
+        "S3 endpoint for an s3:// data_dir (an S3-compatible server: MinIO, Ceph, ...); "
+        "default: $AWS_ENDPOINT_URL, else AWS itself.",
+    ),
+    Setting(
+        "store.aws_access_key_id",
+        str,
+        None,
+        "Access key for an s3:// data_dir (default: $AWS_ACCESS_KEY_ID, else AWS's "
+        "credential chain).",
+    ),
+    Setting(
+        "store.aws_secret_access_key",
+        str,
+        None,
+        "Secret key for an s3:// data_dir (default: $AWS_SECRET_ACCESS_KEY).",
+    ),
+    Setting(
+        "store.aws_region",
+        str,
+        None,
+        "Region of the bucket of an s3:// data_dir (default: $AWS_REGION).",
     ),
     Setting(
         "simulated.hosts",
@@ -644,8 +674,13 @@ class Config:
         return self.values[key]
 
     @property
-    def data_dir(self) -> Path:
-        return Path(self.values["data_dir"]).expanduser()
+    def data_dir(self) -> StorePath:
+        """The store: a local `Path`, or an `ObjectPath` for an object-store URL (with the
+        `store.aws_*` settings as its credentials)."""
+        from gpulens.store.location import S3_KEYS, open_location
+
+        options = {k: self.values.get(f"store.{k}") for k in S3_KEYS}
+        return open_location(str(self.values["data_dir"]), options)
 
     @property
     def host(self) -> str:

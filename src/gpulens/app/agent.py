@@ -45,6 +45,7 @@ from gpulens.config import Config
 from gpulens.errors import CollectError, ConfigError, StoreError
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import SegmentWriter, Store, WriterStats
+from gpulens.store.location import StorePath
 
 if TYPE_CHECKING:
     from gpulens.app.analysis import ReportView
@@ -99,7 +100,7 @@ class AgentContext:
     """What the web app serves from: the store, the live state, the settings that price and
     judge, the /metrics text, and the security settings."""
 
-    data_dir: Path
+    data_dir: StorePath
     live: LiveState | None
     prices: Prices = field(default_factory=Prices)
     region: str | float = "world"
@@ -322,6 +323,7 @@ class Agent:
                     keep_days=self.cfg.get("store.retention_days"),
                     compact_min_age_seconds=compact_after,
                     clock=self.clock,
+                    host=self.cfg.host,
                 )
             except Exception as exc:  # retried next time; recording goes on
                 self._note(f"maintenance: {type(exc).__name__}: {exc}")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -29,6 +31,7 @@ from gpulens.model import Kind, Reading
 from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import MaintenanceThread, SegmentWriter, Store, WriterStats, maintain
+from gpulens.store.location import ObjectPath, StorePath
 
 log = logging.getLogger("gpulens")
 
@@ -229,6 +232,7 @@ def record(
             every_seconds=max(60.0, compact_after / 2),
             keep_days=cfg.get("store.retention_days"),
             compact_min_age_seconds=compact_after,
+            host=cfg.host,
         )
         janitor.start()
     try:
@@ -250,9 +254,22 @@ def record(
     return result
 
 
-def ensure_writable(data_dir: Path) -> None:
+def ensure_writable(data_dir: StorePath) -> None:
     """Create `data_dir` if needed and check that a file can be written in it: ConfigError
     when it cannot be created, StoreError when it cannot be written, each naming it."""
+    if isinstance(data_dir, ObjectPath):
+        probe_path = data_dir / f".gpulens-write-check-{os.getpid()}-{time.time_ns()}"
+        try:
+            probe_path.write_bytes(b"gpulens")
+            probe_path.unlink(missing_ok=True)
+        except (OSError, StoreError) as exc:
+            raise StoreError(
+                f"the store {str(data_dir)!r} cannot be written ({exc}): check that the bucket "
+                "exists, the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the "
+                "store.aws_* settings) and the endpoint (AWS_ENDPOINT_URL or "
+                "store.aws_endpoint_url)"
+            ) from None
+        return
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -398,6 +415,6 @@ def analysis_settings(cfg: Config) -> dict[str, Any]:
     }
 
 
-def open_store(data_dir: Path) -> Store:
+def open_store(data_dir: StorePath) -> Store:
     """The read side of the store at `data_dir`."""
     return Store(data_dir)

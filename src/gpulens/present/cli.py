@@ -238,7 +238,9 @@ def demo(
         float,
         typer.Option(help="Simulated seconds per wall-clock second (0: as fast as possible)."),
     ] = 1000.0,
-    data_dir: Annotated[Path, typer.Option(help="Where to store the readings.")] = DEMO_DATA_DIR,
+    data_dir: Annotated[
+        str, typer.Option(help="Where to store the readings (a directory or s3://bucket/prefix).")
+    ] = str(DEMO_DATA_DIR),
     scenario: Annotated[
         list[str] | None, typer.Option(help="Scenario to run (repeatable; default: all).")
     ] = None,
@@ -306,7 +308,10 @@ def demo(
 @app.command()
 def record(
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Where to store the readings.")] = None,
+    data_dir: Annotated[
+        str | None,
+        typer.Option(help="Where to store the readings (a directory or s3://bucket/prefix)."),
+    ] = None,
     duration: Annotated[
         float | None, typer.Option(help="Seconds to record (default: until interrupted).")
     ] = None,
@@ -430,7 +435,9 @@ def ingest(
             "name such as Europe/Berlin (default: the ingest.timezone setting, UTC)."
         ),
     ] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="The store to write to.")] = None,
+    data_dir: Annotated[
+        str | None, typer.Option(help="The store to write to (a directory or s3://bucket/prefix).")
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
     preset: Annotated[
         str | None,
@@ -496,7 +503,9 @@ class Format(StrEnum):
 @app.command()
 def query(
     sql: Annotated[str, typer.Argument(help="SQL over the tables gpu, process, host, app, event.")],
-    data_dir: Annotated[Path | None, typer.Option(help="The store to query.")] = None,
+    data_dir: Annotated[
+        str | None, typer.Option(help="The store to query (a directory or s3://bucket/prefix).")
+    ] = None,
     format: Annotated[Format, typer.Option(help="Output format.")] = Format.table,
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
 ) -> None:
@@ -535,7 +544,9 @@ class ReportFormat(StrEnum):
 
 @app.command()
 def report(
-    data_dir: Annotated[Path | None, typer.Option(help="The store to report on.")] = None,
+    data_dir: Annotated[
+        str | None, typer.Option(help="The store to report on (a directory or s3://bucket/prefix).")
+    ] = None,
     since: Annotated[
         str | None, typer.Option(help="Start: ISO 8601 time, or a duration back from now (7d).")
     ] = None,

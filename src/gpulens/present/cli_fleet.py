@@ -74,8 +74,11 @@ def fleet(
         typer.Option(help="Run kubectl get pods,nodes -A -o json here (its current context)."),
     ] = False,
     data_dir: Annotated[
-        Path | None,
-        typer.Option(help="Also read this store: allocation, duty cycle, useful work per queue."),
+        str | None,
+        typer.Option(
+            help="Also read this store (a directory or s3://bucket/prefix): allocation, duty "
+            "cycle, useful work per queue."
+        ),
     ] = None,
     since: Annotated[
         str | None, typer.Option(help="Store window start: ISO 8601 or a duration back (7d).")

@@ -75,7 +75,10 @@ def agent(
     listen: Annotated[
         str | None, typer.Option(help="HOST:PORT to serve on [127.0.0.1:9477].")
     ] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Where to store the readings.")] = None,
+    data_dir: Annotated[
+        str | None,
+        typer.Option(help="Where to store the readings (a directory or s3://bucket/prefix)."),
+    ] = None,
     show_token: Annotated[bool, typer.Option(help=SHOW_TOKEN_HELP)] = False,
     speed: Annotated[
         float | None,

@@ -174,8 +174,8 @@ class ObjectPath:
                 raise FileNotFoundError(str(self)) from exc
             raise
 
-    def read_text(self) -> str:
-        return self.read_bytes().decode()
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
 
     def write_bytes(self, data: bytes | pa.Buffer) -> int:
         """Upload `data` as this object in one request sequence: the object appears complete
@@ -184,8 +184,8 @@ class ObjectPath:
             out.write(data)
         return len(data)
 
-    def write_text(self, text: str) -> int:
-        return self.write_bytes(text.encode())
+    def write_text(self, text: str, encoding: str = "utf-8") -> int:
+        return self.write_bytes(text.encode(encoding))
 
 
 def _stat(info: pafs.FileInfo) -> ObjectStat:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 from gpulens.clock import Clock, SystemClock
 from gpulens.errors import GpulensError
 from gpulens.store.compact import CompactionResult, compact
 from gpulens.store.frames import materialize_closed_days
+from gpulens.store.location import StorePath
 from gpulens.store.retention import apply_retention
 
 
@@ -24,20 +24,22 @@ class MaintenanceResult:
 
 
 def maintain(
-    data_dir: Path,
+    data_dir: StorePath,
     *,
     keep_days: int,
     compact_min_age_seconds: float,
     clock: Clock | None = None,
     materialize_frames: bool = True,
+    host: str | None = None,
 ) -> MaintenanceResult:
     """Delete days past retention, then merge segments older than `compact_min_age_seconds`
     (in that order, so days about to go are not merged first), then write the frames cache of
     every closed day that has none or a stale one (after compaction, which changes the files
-    a cache is checked against)."""
+    a cache is checked against). In an object store, compaction merges only `host`'s files
+    when it is given (each agent compacts its own; `compact`)."""
     clock = clock or SystemClock()
     deleted = apply_retention(data_dir, keep_days, clock=clock)
-    result = compact(data_dir, clock=clock, min_age_seconds=compact_min_age_seconds)
+    result = compact(data_dir, host=host, clock=clock, min_age_seconds=compact_min_age_seconds)
     written = failed = 0
     if materialize_frames:
         written, failed = materialize_closed_days(data_dir, clock=clock)
@@ -53,17 +55,19 @@ class MaintenanceThread(threading.Thread):
 
     def __init__(
         self,
-        data_dir: Path,
+        data_dir: StorePath,
         *,
         every_seconds: float,
         keep_days: int,
         compact_min_age_seconds: float,
+        host: str | None = None,
     ) -> None:
         super().__init__(name="gpulens-store-maintenance", daemon=True)
         self.data_dir = data_dir
         self.every_seconds = every_seconds
         self.keep_days = keep_days
         self.compact_min_age_seconds = compact_min_age_seconds
+        self.host = host
         self.passes = 0
         self.errors = 0
         self.last_error: str | None = None
@@ -80,6 +84,7 @@ class MaintenanceThread(threading.Thread):
                 self.data_dir,
                 keep_days=self.keep_days,
                 compact_min_age_seconds=self.compact_min_age_seconds,
+                host=self.host,
             )
             self.passes += 1
         except (GpulensError, OSError) as exc:
