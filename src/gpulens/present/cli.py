@@ -413,7 +413,9 @@ class CaptureFormat(StrEnum):
 
 @app.command()
 def ingest(
-    files: Annotated[list[Path], typer.Argument(help="Captured files to store.")],
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Captured files to store.", show_default=False)
+    ] = None,
     format: Annotated[
         CaptureFormat | None,
         typer.Option(help="Format of the files (default: detected from the content)."),
@@ -459,13 +461,29 @@ def ingest(
         typer.Option("--set", help="CSV: LABEL=VALUE put on every row (repeatable)."),
     ] = None,
     delimiter: Annotated[str, typer.Option(help="CSV: field delimiter.")] = ",",
+    prometheus: Annotated[
+        str | None,
+        typer.Option(help="Copy a range from this Prometheus (Thanos, Mimir) URL instead."),
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="--prometheus: start, ISO 8601 or a duration back (7d).")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="--prometheus: end (default now).")] = None,
+    step: Annotated[
+        float | None, typer.Option(help="--prometheus: seconds per stored reading (60).")
+    ] = None,
 ) -> None:
     """Store captured files as readings: dcgm-exporter pages, nvidia-smi XML or CSV, or any
-    CSV export of telemetry (with --map, or a --preset)."""
+    CSV export of telemetry (with --map, or a --preset); or a range of a Prometheus."""
     from gpulens.app.ingest import ingest as run_ingest
     from gpulens.collect.csv_import import column_map_from_options
 
     cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
+    if prometheus is not None:
+        _ingest_prometheus(cfg, prometheus, since, until, step, bool(files))
+        return
+    if not files:
+        raise ConfigError("gpulens ingest needs files to store, or --prometheus URL")
     ts_ns = None
     if time is not None:
         try:
@@ -492,6 +510,26 @@ def ingest(
         f"into {cfg.data_dir}"
         + (f" ({skipped} series skipped: {dict(result.skipped)})" if skipped else "")
     )
+
+
+def _ingest_prometheus(
+    cfg: Config, url: str, since: str | None, until: str | None, step: float | None, files: bool
+) -> None:
+    from gpulens.app.prometheus import ingest as ingest_prometheus
+    from gpulens.present.timespec import parse_when
+
+    if files:
+        raise ConfigError("--prometheus copies a range: give it without files")
+    now = SystemClock().now_ns()
+    got = ingest_prometheus(
+        cfg, url, parse_when(since, now, "--since"), parse_when(until, now, "--until"), now, step
+    )
+    out.print(
+        f"stored {human.number(got.rows)} readings ({human.number(got.points)} points, "
+        f"{got.chunks} day(s)) from {got.source} into {cfg.data_dir}"
+    )
+    for note in got.notes:
+        err.print(f"note: {note}")
 
 
 class Format(StrEnum):
@@ -564,9 +602,21 @@ def report(
         float | None, typer.Option(help="Interval seconds (default: chosen from the span).")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(help="Report on this Prometheus (Thanos, Mimir) URL instead of a store."),
+    ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(help="Break down by node, namespace, team, queue, partition, job, user."),
+    ] = None,
+    node_queue: Annotated[
+        list[str] | None, typer.Option(help="--by queue: queues of hosts, NODE=QUEUE,...")
+    ] = None,
 ) -> None:
     """A job report (--job) or a fleet report: useful work, waste and its price, findings."""
     from gpulens.app.analysis import report as run_report
+    from gpulens.present.cli_fleet import parse_capacity_like
     from gpulens.present.reports.fleet import RENDERERS
     from gpulens.present.timespec import parse_when
 
@@ -574,8 +624,15 @@ def report(
     now = SystemClock().now_ns()
     start_ns = parse_when(since, now, "--since")
     end_ns = parse_when(until, now, "--until")
-    scope = {"job_id": job, "user": user, "host": host, "engine": engine, "project": project}
-    view = run_report(cfg, start_ns, end_ns, {k: v for k, v in scope.items() if v}, step)
+    given = {"job_id": job, "user": user, "host": host, "engine": engine, "project": project}
+    scope = {k: v for k, v in given.items() if v}
+    queues = parse_capacity_like(node_queue or [], "--node-queue", "NODE=QUEUE")
+    if prometheus is not None:
+        from gpulens.app.prometheus import report as prometheus_report
+
+        view = prometheus_report(cfg, prometheus, start_ns, end_ns, now, scope, step, by, queues)
+    else:
+        view = run_report(cfg, start_ns, end_ns, scope, step, by=by, node_queues=queues)
     text = RENDERERS[format.value](view)
     if output is not None:
         output.write_text(text, encoding="utf-8")

@@ -120,6 +120,10 @@ def fleet(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file.")
     ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(help="Read GPU series (and Kueue queues) from this Prometheus URL."),
+    ] = None,
 ) -> None:
     """The cluster summary: allocation per queue and pooled, pending-while-idle,
     fragmentation, findings."""
@@ -158,9 +162,15 @@ def fleet(
         node_queues=parse_capacity_like(node_queue or [], "--node-queue", "NODE=QUEUE"),
         start_ns=parse_when(since, time.time_ns(), "--since"),
         end_ns=parse_when(until, time.time_ns(), "--until"),
+        prometheus=prometheus,
+        now_ns=time.time_ns(),
     )
     cfg = (
-        load_config(config, overrides={"data_dir": str(data_dir)}) if data_dir is not None else None
+        load_config(config, overrides={"data_dir": str(data_dir)})
+        if data_dir is not None
+        else load_config(config)
+        if prometheus is not None
+        else None
     )
     if per_step and format is not FleetFormat.json:
         raise ConfigError("--per-step is for --format json")
