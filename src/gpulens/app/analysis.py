@@ -38,6 +38,7 @@ from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
 from gpulens.app import session
 from gpulens.app.gpus import coverage_notes, gpu_counts, gpu_rows, time_notes
+from gpulens.app.training import section as training_section
 from gpulens.config import Config
 from gpulens.findings.context import FindingThresholds
 from gpulens.findings.engine import build_context, run_rules
@@ -49,6 +50,28 @@ from gpulens.store.frames import gpu_intervals
 NS = 1_000_000_000
 MAX_HISTORY_S = 7 * 86400  # the longest history a report learns its baselines from
 SCOPE_KEYS: tuple[str, ...] = ("job_id", "user", "host", "engine", "project")
+#: `report --by` choices → the frame column grouped by (`queue`: from node → queue)
+BY_COLUMNS: Mapping[str, str] = {
+    "node": "host",
+    "namespace": "namespace",
+    "team": "team",
+    "queue": "queue",
+    "partition": "queue",
+    "job": "job_id",
+    "user": "user",
+    "project": "project",
+}
+GROUP_COLUMNS: tuple[str, ...] = (
+    "gpus",
+    "gpu_hours",
+    "allocated_gpu_hours",
+    "useful_gpu_hours",
+    "wasted_gpu_hours",
+    "mean_duty",
+    "mean_sm_active",
+    "mean_tensor_active",
+    "wasted_cost",
+)
 
 
 def auto_step(span_s: float) -> float:
@@ -87,6 +110,10 @@ class ReportView:
     # per job (and workload): verdict against the workload baseline, its evidence, memory peak
     jobs: list[dict[str, Any]] = field(default_factory=list)
     baseline: dict[str, Any] = field(default_factory=dict)  # where the baselines came from
+    # per job with app readings: the framework's timing (data wait, step time, MFU...)
+    training: list[dict[str, Any]] = field(default_factory=list)
+    # `report --by KEY`: {"by": KEY, "rows": one per group, largest GPU-hours first}
+    groups: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_job_report(self) -> bool:
@@ -145,9 +172,12 @@ def analyse(
     memory: MemorySettings | None = None,
     baselines: BaselineSettings | None = None,
     max_gap_s: float | None = None,
+    by: str | None = None,
+    node_queues: Mapping[str, str] | None = None,
 ) -> ReportView:
     """Build the report of the store over [start_ns, end_ns) for the given label scope.
-    `max_gap_s`: the coverage rule's cap (None: twice each GPU's sampling interval)."""
+    `max_gap_s`: the coverage rule's cap (None: twice each GPU's sampling interval). `by`: a
+    key of `BY_COLUMNS` to break the report down by (queues from `node_queues`)."""
     filters = {k: v for k, v in (scope or {}).items() if v}
     if step_s is None:
         first, last = (None, None) if None not in (start_ns, end_ns) else store.time_bounds()
@@ -160,11 +190,20 @@ def analyse(
     )
     title = f"Job {filters['job_id']}" if "job_id" in filters else "Fleet report"
     view = ReportView(title, filters, start_ns, end_ns, step_s)
+    view.training, app_only = training_section(
+        store, start_ns, end_ns, filters, step_s, frame, states, finding_thresholds
+    )
     if frame.num_rows == 0:
-        view.notes.append("no GPU readings in this window and scope")
+        view.findings = app_only
+        view.notes.append(
+            "no GPU readings in this window and scope"
+            + (": the training figures are the framework's own timing" if view.training else "")
+        )
         return view
     first = int(pc.min(frame["start_ns"]).as_py())
     last = int(pc.max(frame["start_ns"]).as_py() + step_s * NS)
+    if by is not None and BY_COLUMNS.get(by) == "queue":
+        frame = _with_queue(frame, node_queues or {})
     ctx = build_context(
         frame,
         events(store, first, last),  # version changes for baseline_regression, deploys...
@@ -177,7 +216,7 @@ def analyse(
         baselines=baselines,
     )
     annotated = ctx.frame
-    view.findings = run_rules(ctx)
+    view.findings = [*run_rules(ctx), *app_only]
     cluster = rollups.rollup(annotated, (), prices=prices, region=region)
     view.totals = _rows(cluster)[0] if cluster.num_rows else {}
     view.totals["start_ns"] = int(pc.min(annotated["start_ns"]).as_py())
@@ -201,6 +240,8 @@ def analyse(
         "jain_allocation_over_quota": summary.jain_allocation_over_quota,
     }
     view.states = _state_shares(annotated)
+    if by is not None:
+        view.groups = _groups(annotated, by, prices, region)
     view.mfu = _rows(job_mfu(annotated))
     activity = [c for c in ("duty", "sm_active", "tensor_active") if c in annotated.column_names]
     busy = annotated.select(activity).filter(pc.greater(annotated["allocated_s"], 0))
@@ -237,6 +278,8 @@ def report(
     end_ns: int | None = None,
     scope: Mapping[str, str] | None = None,
     step_s: float | None = None,
+    by: str | None = None,
+    node_queues: Mapping[str, str] | None = None,
 ) -> ReportView:
     """`analyse` of the store of `cfg` with its prices, carbon region, quotas and thresholds:
     what `gpulens report` and the demo's summary show."""
@@ -252,9 +295,45 @@ def report(
             region=session.carbon_region(cfg),
             quotas=session.quotas(cfg),
             **session.analysis_settings(cfg),
+            by=by,
+            node_queues=node_queues,
         )
     finally:
         store.close()
+
+
+UNMAPPED_QUEUE = "(no queue)"
+
+
+def _with_queue(frame: pa.Table, node_queues: Mapping[str, str]) -> pa.Table:
+    """`frame` with a `queue` column from its `host` (UNMAPPED_QUEUE for others)."""
+    hosts = frame["host"].to_pylist() if "host" in frame.column_names else [None] * len(frame)
+    queues = pa.array([node_queues.get(str(h), UNMAPPED_QUEUE) for h in hosts], pa.string())
+    if "queue" in frame.column_names:
+        frame = frame.drop_columns(["queue"])
+    return frame.append_column("queue", queues)
+
+
+def _groups(
+    annotated: pa.Table, by: str, prices: Prices | None, region: str | float
+) -> dict[str, Any]:
+    """The report broken down by `by` (a `BY_COLUMNS` key): one row per group, with its
+    allocation (allocated ÷ capacity GPU-hours), largest GPU-hours first."""
+    column = BY_COLUMNS.get(by)
+    if column is None:
+        raise ValueError(f"--by {by!r}: use one of {', '.join(BY_COLUMNS)}")
+    if column not in annotated.column_names:
+        return {"by": by, "column": column, "rows": []}
+    table = rollups.rollup(annotated, column, prices=prices, region=region)
+    rows = []
+    for r in table.to_pylist():
+        row: dict[str, Any] = {by: r.get(column) if r.get(column) is not None else "(none)"}
+        row.update({c: r.get(c) for c in GROUP_COLUMNS})
+        gpu_h, alloc_h = r.get("gpu_hours"), r.get("allocated_gpu_hours")
+        row["allocation"] = alloc_h / gpu_h if gpu_h and alloc_h is not None else None
+        rows.append(row)
+    rows.sort(key=lambda r: -(r["gpu_hours"] or 0))
+    return {"by": by, "column": column, "rows": rows}
 
 
 def _history(
@@ -382,4 +461,4 @@ def _span(seconds: float) -> str:
     return f"{seconds / 60:.3g} minutes"
 
 
-__all__ = ["ReportView", "analyse", "auto_step"]
+__all__ = ["BY_COLUMNS", "ReportView", "analyse", "auto_step"]

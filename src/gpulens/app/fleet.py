@@ -49,6 +49,7 @@ from gpulens.findings.model import Finding
 
 if TYPE_CHECKING:  # the store's analysis is imported only when --data-dir asks for it
     from gpulens.app.fleet_usage import UsageView
+    from gpulens.app.prometheus import Pulled
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,8 @@ class FleetSources:
     node_queues: Mapping[str, str] = field(default_factory=dict)
     start_ns: int | None = None
     end_ns: int | None = None
+    prometheus: str | None = None  # a Prometheus URL (`fleet --prometheus`)
+    now_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +138,26 @@ def _node_capacity(nodes: pa.Table) -> dict[str, float]:
 def run_fleet(src: FleetSources, cfg: Config | None = None) -> FleetView:
     """Read every source, build the cluster sequence, analyse it, run the fleet rules; with
     `src.data_dir`, the usage of the store of `cfg` per queue too."""
-    scheduler = bool(
+    if src.prometheus is None:
+        return _run(src, cfg, None)
+    if cfg is None:
+        raise ConfigError("--prometheus needs the configuration (prometheus.* settings)")
+    from gpulens.app.prometheus import fleet_window, pulled
+
+    start, end, step = fleet_window(src.start_ns, src.end_ns, src.now_ns)
+    with pulled(cfg, src.prometheus, start, end, src.step_s or step) as got:
+        return _run(src, cfg, got)
+
+
+def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView:
+    scheduler = got is not None or bool(
         src.sequences or src.jobs or src.slurm or src.slurm_commands or src.k8s or src.kubectl
     )
     if not scheduler and not src.data_dir:
         raise ConfigError(
             "gpulens fleet needs a source: --sequence FILE, --jobs FILE, --slurm FILE, "
-            "--slurm-run squeue|sacct|sinfo, --k8s FILE, --kubectl or --data-dir DIR"
+            "--slurm-run squeue|sacct|sinfo, --k8s FILE, --kubectl, --data-dir DIR or "
+            "--prometheus URL"
         )
     if src.sequences and src.jobs and src.maps:
         raise ConfigError("--map serves one CSV layout: run --sequence and --jobs separately")
@@ -162,6 +178,8 @@ def run_fleet(src: FleetSources, cfg: Config | None = None) -> FleetView:
         described.append(f"job log: {len(src.jobs)} file(s), {jobs.num_rows} jobs")
     if src.slurm or src.slurm_commands:
         _slurm(src, step, parts, described, jobs_seen, nodes_seen)
+    if got is not None:
+        _prometheus_parts(got, src, nodes_seen, parts, described, notes)
     k8s: list[tuple[str, KubernetesState]] = []
     if src.k8s:  # one cluster: pods and nodes may come in separate files
         k8s.append((", ".join(p.name for p in src.k8s), read_kubernetes(*src.k8s)))
@@ -190,7 +208,15 @@ def run_fleet(src: FleetSources, cfg: Config | None = None) -> FleetView:
     all_nodes = pa.concat_tables(nodes_seen) if nodes_seen else NODE_SCHEMA.empty_table()
     frag = tuple(fragmentation(all_nodes, all_jobs)) if all_nodes.num_rows else ()
     used = None
-    if src.data_dir:
+    if got is not None:
+        from gpulens.app.fleet_usage import usage
+
+        queues = {**got.prom.tables.node_queues, **_node_queues(all_nodes), **src.node_queues}
+        start_ns, end_ns = round(got.prom.start_s * 1e9), round(got.prom.end_s * 1e9)
+        used = usage(got.cfg, queues, start_ns, end_ns)
+        if used is not None:
+            notes.extend(used.notes)
+    elif src.data_dir:
         if cfg is None:
             raise ConfigError("--data-dir needs the configuration of its store")
         from gpulens.app.fleet_usage import usage
@@ -323,3 +349,39 @@ def _nodes_only(nodes: pa.Table, ts_s: int) -> pa.Table:
         },
         schema=SEQUENCE_SCHEMA,
     )
+
+
+def _prometheus_parts(
+    got: Pulled,
+    src: FleetSources,
+    nodes_seen: list[pa.Table],
+    parts: list[pa.Table],
+    described: list[str],
+    notes: list[str],
+) -> None:
+    """The Prometheus range's cluster sequence: Kueue's quotas and usage when the server has
+    them, else GPUs reporting and held per queue from the GPU series themselves."""
+    from gpulens.app.prometheus import allocation_sequence
+
+    prom = got.prom
+    described.extend(got.notes[:1])
+    notes.extend(got.notes[1:])
+    if prom.sequence.num_rows:
+        parts.append(prom.sequence)
+        described.append(f"Kueue: {len(set(prom.sequence[QUEUE].to_pylist()))} ClusterQueues")
+        if prom.pending_workloads:
+            waiting = ", ".join(f"{q} {n:.3g}" for q, n in sorted(prom.pending_workloads.items()))
+            notes.append(
+                f"Kueue counts pending workloads, not GPUs (mean pending: {waiting}): "
+                "pending GPU demand unknown"
+            )
+        return
+    nodes = pa.concat_tables(nodes_seen) if nodes_seen else NODE_SCHEMA.empty_table()
+    queues = {**prom.tables.node_queues, **_node_queues(nodes), **src.node_queues}
+    seq = allocation_sequence(prom, queues)
+    if seq.num_rows:
+        parts.append(seq)
+        notes.append(
+            "queues from the GPU series (GPUs reporting, GPUs a job or pod held): pending "
+            "demand unknown without Kueue or a scheduler source (--slurm, --k8s, --jobs)"
+        )

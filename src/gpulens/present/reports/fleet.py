@@ -242,7 +242,34 @@ def to_json(view: ReportView) -> str:
         "findings": [f.to_dict() for f in view.findings],
         "notes": view.notes,
     }
+    if view.groups:
+        doc["groups"] = view.groups
     return dumps(doc)
+
+
+_GROUP_HEADERS = ["GPUs", "GPU-h", "allocation", "duty", "SM", "tensor", "useful GPU-h",
+                  "wasted GPU-h", "wasted cost"]  # fmt: skip
+
+
+def _group_rows(view: ReportView) -> tuple[str, list[list[str]]]:
+    """`report --by`: the key and one row of cells per group."""
+    by = str(view.groups.get("by") or "")
+    rows = [
+        [
+            str(r.get(by)),
+            num(r.get("gpus")),
+            num(r.get("gpu_hours")),
+            _pct(r.get("allocation")),
+            _pct(r.get("mean_duty")),
+            _pct(r.get("mean_sm_active")),
+            _pct(r.get("mean_tensor_active")),
+            num(r.get("useful_gpu_hours")),
+            num(r.get("wasted_gpu_hours")),
+            _money(r.get("wasted_cost")),
+        ]
+        for r in view.groups.get("rows") or []
+    ]
+    return by, rows
 
 
 def dumps(doc: Any) -> str:
@@ -356,6 +383,10 @@ def to_markdown(view: ReportView) -> str:
         )
         if _has_headroom(view):
             lines += [f"*{HEADROOM_NOTE}*", ""]
+    if view.groups.get("rows"):
+        by, rows = _group_rows(view)
+        lines += [f"## By {by}", ""]
+        lines += md_table([by, *_GROUP_HEADERS], rows)
     if not view.is_job_report and view.top_users:
         lines += ["## Top wasters", ""]
         lines += md_table(
@@ -442,6 +473,10 @@ def to_terminal(view: ReportView) -> str:
         if len(view.jobs) > MAX_JOB_ROWS:
             lines.append(f"  ... and {len(view.jobs) - MAX_JOB_ROWS} more (JSON lists all)")
         lines.append("")
+    if view.groups.get("rows"):
+        by, rows = _group_rows(view)
+        lines.append(f"By {by}: " + ", ".join(_GROUP_HEADERS))
+        lines += ["  " + " | ".join(r) for r in rows] + [""]
     if view.waste_by_cause:
         lines.append("Waste by cause")
         for w in view.waste_by_cause:
@@ -537,6 +572,10 @@ def to_html(view: ReportView) -> str:
         ]
         if _has_headroom(view):
             out.append(f"<p><i>{html.escape(HEADROOM_NOTE)}</i></p>")
+    if view.groups.get("rows"):
+        by, rows = _group_rows(view)
+        out += [f"<h2>By {html.escape(by)}</h2>",
+                html_table([by, *_GROUP_HEADERS], rows, numeric=lambda i, n: i >= 1)]  # fmt: skip
     out.append(f"<h2>Findings ({len(view.findings)}, largest impact first)</h2>")
     for f in view.findings[: MAX_FINDINGS * 5]:
         evidence = "".join(f"<li>{html.escape(_evidence_row(e))}</li>" for e in f.evidence)

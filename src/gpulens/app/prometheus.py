@@ -1,0 +1,278 @@
+"""`--prometheus URL`: report, ingest and fleet on the telemetry a site's Prometheus holds.
+
+The range is read through `collect.prometheus` (downsampled on the server at the analysis
+step) and written through `store.SegmentWriter` like any other writer: into the configured
+store (`ingest`), or into a temporary store that lives for one command (`report`, `fleet`),
+so the interval frame, the coverage rule (a gap is no data), the analysis, the findings and
+the report formats are exactly those of a report on a store.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpulens.app import analysis
+from gpulens.app.analysis import UNMAPPED_QUEUE, ReportView, auto_step
+from gpulens.cluster_schema import IN_USE, PENDING, QUEUE, SEQUENCE_SCHEMA, TOTAL, TS
+from gpulens.collect.prometheus import (
+    Auth,
+    PrometheusSource,
+    PromRange,
+    QueryLimits,
+    SeriesMap,
+    Transfer,
+)
+from gpulens.config import Config
+from gpulens.errors import ConfigError
+from gpulens.model import Kind
+from gpulens.store import Commit, SegmentWriter
+
+NS = 1_000_000_000
+DAY_S = 86_400
+#: the step `ingest --prometheus` copies at unless told otherwise
+INGEST_STEP_S = 60.0
+
+
+def _read_secret(path: str | None, key: str) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"setting {key!r} = {path!r}: cannot read it ({exc.strerror})") from None
+
+
+def source(cfg: Config, url: str | None = None) -> PrometheusSource:
+    """The Prometheus source the `prometheus.*` settings describe (`url` wins over
+    `prometheus.url`)."""
+    target = url or cfg.get("prometheus.url")
+    if not target:
+        raise ConfigError("no Prometheus URL: pass --prometheus URL or set prometheus.url")
+    auth = Auth(
+        bearer_token=_read_secret(
+            cfg.get("prometheus.bearer_token_file"), "prometheus.bearer_token_file"
+        ),
+        username=cfg.get("prometheus.username"),
+        password=_read_secret(cfg.get("prometheus.password_file"), "prometheus.password_file"),
+        ca_file=cfg.get("prometheus.ca_file"),
+        verify=bool(cfg.get("prometheus.tls_verify")),
+    )
+    transfer = Transfer(
+        timeout_s=float(cfg.get("prometheus.timeout_seconds")),
+        max_bytes=int(cfg.get("prometheus.max_response_bytes")),
+        retries=int(cfg.get("prometheus.retries")),
+    )
+    limits = QueryLimits(
+        max_points=int(cfg.get("prometheus.max_points")),
+        max_samples=int(cfg.get("prometheus.max_samples")),
+    )
+    mapping = SeriesMap().with_overrides(
+        labels=cfg.get("prometheus.labels"),
+        series=cfg.get("prometheus.series"),
+        team_label=cfg.get("prometheus.team_label"),
+    )
+    return PrometheusSource(
+        str(target),
+        mapping,
+        auth=auth,
+        transfer=transfer,
+        limits=limits,
+        selector=cfg.get("prometheus.selector") or "",
+    )
+
+
+def window(
+    start_ns: int | None, end_ns: int | None, now_ns: int, default_s: float
+) -> tuple[float, float]:
+    """[start, end) in epoch seconds: `end` defaults to now, `start` to `default_s` before."""
+    end = (end_ns if end_ns is not None else now_ns) / NS
+    start = start_ns / NS if start_ns is not None else end - default_s
+    if start >= end:
+        raise ConfigError("--since must be before --until")
+    return start, end
+
+
+def store_range(writer: SegmentWriter, prom: PromRange) -> int:
+    """Buffer the range's readings in `writer`; the rows written."""
+    rows = 0
+    for kind, table in ((Kind.GPU, prom.tables.gpu), (Kind.PROCESS, prom.tables.process)):
+        if table.num_rows:
+            writer.append_table(kind, table)
+            rows += table.num_rows
+    return rows
+
+
+@dataclass
+class Pulled:
+    """A range read into a store: the store's configuration, what was read, how many rows."""
+
+    cfg: Config
+    prom: PromRange
+    rows: int
+    notes: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def pulled(
+    cfg: Config, url: str | None, start_s: float, end_s: float, step_s: float
+) -> Iterator[Pulled]:
+    """The range read at `step_s` into a temporary store, for the length of the `with`."""
+    with source(cfg, url) as src, tempfile.TemporaryDirectory(prefix="gpulens-prom-") as tmp:
+        prom = src.read(start_s, end_s, step_s)
+        data_dir = Path(tmp)
+        with Commit(data_dir) as commit:
+            writer = SegmentWriter(data_dir, "prometheus", commit=commit)
+            rows = store_range(writer, prom)
+            writer.close()
+            commit.commit()
+        values = {**cfg.values, "data_dir": str(data_dir)}
+        notes = [f"read from {src.name}: {_describe(prom)}", *prom.notes]
+        yield Pulled(Config(values, cfg.sources), prom, rows, notes)
+
+
+def _describe(prom: PromRange) -> str:
+    return (
+        f"{prom.points:,} points at a {prom.step_s:g} s step in {prom.requests} requests "
+        f"({prom.bytes_read / 1e6:.1f} MB)"
+    )
+
+
+def report(
+    cfg: Config,
+    url: str | None,
+    start_ns: int | None,
+    end_ns: int | None,
+    now_ns: int,
+    scope: Mapping[str, str] | None = None,
+    step_s: float | None = None,
+    by: str | None = None,
+    node_queues: Mapping[str, str] | None = None,
+) -> ReportView:
+    """`gpulens report --prometheus URL`: the same report as on a store (default window: the
+    last 7 days; default step: the report's automatic one for the span)."""
+    if by is not None and by not in analysis.BY_COLUMNS:
+        raise ConfigError(f"--by {by!r}: use one of {', '.join(analysis.BY_COLUMNS)}")
+    start, end = window(start_ns, end_ns, now_ns, 7 * DAY_S)
+    step = step_s or auto_step(end - start)
+    with pulled(cfg, url, start, end, step) as got:
+        queues = {**got.prom.tables.node_queues, **(node_queues or {})}
+        view = analysis.report(
+            got.cfg,
+            round(got.prom.start_s * NS),
+            round(got.prom.end_s * NS),
+            scope,
+            step,
+            by=by,
+            node_queues=queues,
+        )
+    view.notes[:0] = got.notes
+    return view
+
+
+@dataclass
+class IngestSummary:
+    """What `ingest --prometheus` stored."""
+
+    source: str = ""
+    rows: int = 0
+    chunks: int = 0
+    points: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def ingest(
+    cfg: Config,
+    url: str | None,
+    start_ns: int | None,
+    end_ns: int | None,
+    now_ns: int,
+    step_s: float | None = None,
+) -> IngestSummary:
+    """`gpulens ingest --prometheus URL --since 7d`: the range copied into the store of `cfg`
+    at `step_s` (default 60 s), one day at a time, all in one commit (all of it, or after an
+    error, nothing)."""
+    start, end = window(start_ns, end_ns, now_ns, 7 * DAY_S)
+    step = step_s or INGEST_STEP_S
+    out = IngestSummary()
+    with source(cfg, url) as src, Commit(cfg.data_dir) as commit:
+        out.source = src.name
+        writer = SegmentWriter(cfg.data_dir, "prometheus", commit=commit)
+        lo = start
+        while lo < end:
+            hi = min(lo + DAY_S, end)
+            if hi - lo >= step:
+                prom = src.read(lo, hi, step)
+                out.rows += store_range(writer, prom)
+                writer.flush()
+                out.points += prom.points
+                out.chunks += 1
+                for note in prom.notes:
+                    if note not in out.notes:
+                        out.notes.append(note)
+            lo = hi
+        writer.close()
+        commit.commit()
+    return out
+
+
+def fleet_window(
+    start_ns: int | None, end_ns: int | None, now_ns: int
+) -> tuple[float, float, float]:
+    """The window and step `fleet --prometheus` reads (default: the last 7 days)."""
+    start, end = window(start_ns, end_ns, now_ns, 7 * DAY_S)
+    return start, end, auto_step(end - start)
+
+
+def allocation_sequence(prom: PromRange, node_queues: Mapping[str, str]) -> pa.Table:
+    """The cluster sequence of the GPU series themselves, per queue (node → queue; hosts of
+    no queue are `(no queue)`) and step: GPUs reporting (total), GPUs a job or pod held (in
+    use; null when no series names a holder), pending unknown."""
+    gpu, proc = prom.tables.gpu, prom.tables.process
+    if gpu.num_rows == 0:
+        return SEQUENCE_SCHEMA.empty_table()
+    key = pc.binary_join_element_wise(
+        pc.cast(gpu["ts"], pa.string()), pc.fill_null(gpu["gpu_uuid"], ""), "|"
+    )
+    held = None
+    if proc.num_rows:
+        held_keys = pc.unique(
+            pc.binary_join_element_wise(
+                pc.cast(proc["ts"], pa.string()), pc.fill_null(proc["gpu_uuid"], ""), "|"
+            )
+        )
+        held = pc.cast(pc.is_in(key, held_keys), pa.float64())
+    hosts = gpu["host"].to_pylist() if "host" in gpu.column_names else [None] * gpu.num_rows
+    queues = pa.array([node_queues.get(str(h), UNMAPPED_QUEUE) for h in hosts], pa.string())
+    t = pa.table(
+        {
+            TS: pc.divide(gpu["ts"], NS),
+            QUEUE: queues,
+            TOTAL: pa.array([1.0] * gpu.num_rows),
+            IN_USE: held if held is not None else pa.nulls(gpu.num_rows, pa.float64()),
+        }
+    )
+    grouped = t.group_by([TS, QUEUE]).aggregate([(TOTAL, "sum"), (IN_USE, "sum")])
+    in_use = grouped[f"{IN_USE}_sum"]
+    if held is None:
+        in_use = pa.nulls(grouped.num_rows, pa.float64())
+    out = pa.table(
+        {
+            TS: pc.cast(grouped[TS], pa.int64()),
+            QUEUE: grouped[QUEUE],
+            TOTAL: grouped[f"{TOTAL}_sum"],
+            IN_USE: in_use,
+            PENDING: pa.nulls(grouped.num_rows, pa.float64()),
+        },
+        schema=SEQUENCE_SCHEMA,
+    )
+    return out.sort_by([(QUEUE, "ascending"), (TS, "ascending")])
+
+
+__all__ = ["IngestSummary", "Pulled", "fleet_window", "ingest", "pulled", "report", "source"]
