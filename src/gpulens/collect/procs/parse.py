@@ -21,6 +21,8 @@ _PY_VALUE_OPTIONS = frozenset({"-W", "-X", "-Q", "--check-hash-based-pycs"})
 _MAX_NAME = 80
 
 _ENV_LABELS = "GPULENS_LABELS"
+# The job a process declares itself (gpulens.torch takes its job from it too).
+ENV_JOB = "GPULENS_JOB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,7 @@ def parse_label_overrides(text: str) -> tuple[dict[str, str], list[str]]:
 
 ENVIRON_KEYS: tuple[str, ...] = (
     _ENV_LABELS,
+    ENV_JOB,
     "SLURM_JOB_ID",
     "SLURM_JOB_USER",
     "SLURM_JOB_ACCOUNT",
@@ -154,10 +157,14 @@ ENVIRON_KEYS: tuple[str, ...] = (
 def environ_labels(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(explicit GPULENS_LABELS overrides, Slurm facts as labels) from a parsed environment.
 
+    `GPULENS_JOB` → job_id among the explicit labels, unless `GPULENS_LABELS` names a job_id.
     Slurm: `SLURM_JOB_ID` → job_id (an array task is "<array job>_<task>" as Slurm prints it),
     `SLURM_JOB_USER` → user, `SLURM_JOB_ACCOUNT` → project.
     """
     explicit = parse_label_overrides(env[_ENV_LABELS])[0] if _ENV_LABELS in env else {}
+    declared = env.get(ENV_JOB, "").strip()
+    if declared and "job_id" not in explicit:
+        explicit["job_id"] = declared
     slurm: dict[str, str] = {}
     array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
     if array and task:

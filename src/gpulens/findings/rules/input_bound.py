@@ -50,21 +50,7 @@ def check(ctx: Context) -> list[Finding]:
             Evidence("host_iowait", iowait),
             *which_held(*gaps),
         ]
-        loader = (
-            "Feed the GPU faster: `DataLoader(num_workers=<CPU cores per GPU>, pin_memory=True, "
-            "persistent_workers=True, prefetch_factor=4)` and `.to(device, non_blocking=True)`."
-        )
-        if not is_nan(cpu) and cpu >= th.host_cpu_saturated:
-            more = (
-                f" The host CPU is already {cpu:.0%} busy, so more workers will not help alone: "
-                "decode and augment on the GPU (NVIDIA DALI, torchvision.io.decode_jpeg on "
-                "device), store pre-processed data (WebDataset shards, smaller images) or ask "
-                "for more CPU cores per GPU."
-            )
-        else:
-            more = " The host CPU has room, so raising `num_workers` is the first step."
-        if not is_nan(iowait) and iowait >= 0.1:
-            more += f" I/O wait is {iowait:.0%}: cache the dataset on local NVMe."
+        fix = advice(cpu, iowait, th.host_cpu_saturated)
         what = f"data wait {wait:.0%}" if not is_nan(wait) else f"host CPU {cpu:.0%}"
         out.append(
             finding(
@@ -73,8 +59,29 @@ def check(ctx: Context) -> list[Finding]:
                 run,
                 f"input-bound for {hours(run.duration_s)}: SM active {sm:.2f} with {what}",
                 evidence,
-                loader + more,
+                fix,
                 level=ctx.thresholds.level(RULE_ID, run.duration_s),
             )
         )
     return out
+
+
+def advice(cpu: float, iowait: float, cpu_saturated: float) -> str:
+    """The fix for an input-bound job: DataLoader settings, then what the host CPU and I/O wait
+    (NaN when unmeasured) say about whether more workers can help."""
+    loader = (
+        "Feed the GPU faster: `DataLoader(num_workers=<CPU cores per GPU>, pin_memory=True, "
+        "persistent_workers=True, prefetch_factor=4)` and `.to(device, non_blocking=True)`."
+    )
+    if not is_nan(cpu) and cpu >= cpu_saturated:
+        more = (
+            f" The host CPU is already {cpu:.0%} busy, so more workers will not help alone: "
+            "decode and augment on the GPU (NVIDIA DALI, torchvision.io.decode_jpeg on "
+            "device), store pre-processed data (WebDataset shards, smaller images) or ask "
+            "for more CPU cores per GPU."
+        )
+    else:
+        more = " The host CPU has room, so raising `num_workers` is the first step."
+    if not is_nan(iowait) and iowait >= 0.1:
+        more += f" I/O wait is {iowait:.0%}: cache the dataset on local NVMe."
+    return loader + more

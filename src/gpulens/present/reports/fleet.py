@@ -23,6 +23,7 @@ from gpulens.numbers import is_nan
 from gpulens.present import format as human
 from gpulens.present.names import gpu_names
 from gpulens.present.reports.markup import html_table, md_table, num, page_css
+from gpulens.present.reports.training import html_parts, markdown_lines, terminal_lines
 
 SCHEMA_VERSION = 2  # 2: headroom split from waste (docs/report.md)
 
@@ -244,6 +245,8 @@ def to_json(view: ReportView) -> str:
     }
     if view.groups:
         doc["groups"] = view.groups
+    if view.training:
+        doc["training"] = view.training
     return dumps(doc)
 
 
@@ -349,6 +352,7 @@ def to_markdown(view: ReportView) -> str:
     if view.scope:
         lines += [", ".join(f"{k} = `{v}`" for k, v in view.scope.items()), ""]
     lines += md_table(["measure", "value"], [[k, v] for k, v in _headline(view)])
+    lines += markdown_lines(view.training)
     lines += ["## Per GPU: duty cycle versus useful work", ""]
     shown, hidden = _shown_gpus(view)
     lines += md_table(
@@ -447,6 +451,7 @@ def to_terminal(view: ReportView) -> str:
         lines.append(", ".join(f"{k}={v}" for k, v in view.scope.items()))
     width = max(len(k) for k, _ in _headline(view))
     lines += [f"{k:<{width}}  {v}" for k, v in _headline(view)] + [""]
+    lines += terminal_lines(view.training)
     shown, hidden = _shown_gpus(view)
     lines.append(
         "Per GPU                                  duty                  SM                    "
@@ -541,6 +546,7 @@ def to_html(view: ReportView) -> str:
         f"<title>{html.escape(view.title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(view.title)}</h1>",
         html_table(["measure", "value"], [[k, v] for k, v in _headline(view)]),
+        *html_parts(view.training),
         "<h2>Per GPU: duty cycle versus useful work</h2>",
         '<p class="legend">'
         + "".join(f'<span style="background:{c}"></span>{n}' for n, c in _COLORS.items())
