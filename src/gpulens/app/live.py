@@ -168,6 +168,7 @@ class LiveState:
         self._last_flush_ns: int | None = None
         self._refresh_lock = threading.Lock()
         self.refreshed_ns: int | None = None  # the window end (newest tick) of the last refresh
+        self.changes = 0  # counts every change of what `snapshot` shows
         self.refreshes = 0
 
     # -- feeding -------------------------------------------------------------------------------
@@ -188,6 +189,7 @@ class LiveState:
                 events.append(r)
         self.window.append(tick.ts, tick.readings)
         with self._lock:
+            self.changes += 1
             self._ts = tick.ts
             self._gpus = gpus
             self._processes = processes
@@ -200,17 +202,20 @@ class LiveState:
     def watch(self, stats: SelfStats, store_stats: Mapping[str, float] | None = None) -> None:
         """Where collector health (the scheduler's SelfStats) and store figures come from."""
         with self._lock:
+            self.changes += 1
             self._stats = stats
             if store_stats is not None:
                 self._store = dict(store_stats)
 
     def set_store_stats(self, store_stats: Mapping[str, float]) -> None:
         with self._lock:
+            self.changes += 1
             self._store = dict(store_stats)
 
     def set_findings(self, findings: list[Finding], ts: int) -> None:
         """The findings of the agent's last analysis pass over its recent history."""
         with self._lock:
+            self.changes += 1
             self._findings = list(findings)
             self._findings_ts = ts
 
@@ -268,6 +273,7 @@ class LiveState:
             if have is None or _fresher(row, have, closed_before):
                 newest[key] = row
         with self._lock:
+            self.changes += 1
             self._analysis = newest
             counted = self._counted_until_ns
             for row in rows:

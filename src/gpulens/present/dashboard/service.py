@@ -70,6 +70,7 @@ class Dashboard:
         self._lock = threading.Lock()
         self._uploads_lock = threading.Lock()
         self._bounds: tuple[float, int | None] | None = None  # (when asked, store's newest)
+        self._now: tuple[int, NowStrip] | None = None  # (live state's changes, its strip)
 
     # -- windows -------------------------------------------------------------------------------
     def latest_ns(self) -> int | None:
@@ -220,11 +221,20 @@ class Dashboard:
 
     # -- pages ---------------------------------------------------------------------------------
     def now(self) -> NowStrip:
+        """The live strip: one object per change of the live state, shared by its viewers."""
         self.ctx.viewed()
-        if self.ctx.live is None:
+        live = self.ctx.live
+        if live is None:
             return now_strip(None)
-        self.ctx.live.fresh(NOW_MAX_AGE_S)
-        return now_strip(self.ctx.live.snapshot())
+        live.fresh(NOW_MAX_AGE_S)
+        changes = live.changes
+        with self._lock:
+            if self._now is not None and self._now[0] == changes:
+                return self._now[1]
+        strip = now_strip(live.snapshot())  # may be newer than `changes`: never older
+        with self._lock:
+            self._now = (changes, strip)
+        return strip
 
     def fleet(self, window: Window) -> FleetPage:
         return self._page(window, "fleet", (), fleet_page)

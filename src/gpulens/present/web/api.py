@@ -89,23 +89,24 @@ UPLOAD_ERRORS: Responses = {
 }
 
 
+def shared(request: Request, page: object) -> Response:
+    """A page the dashboard keeps (with its analysed window; the live strip, until the live
+    state changes) as the JSON all its viewers share (serialised and gzipped once:
+    present/web/cached.py)."""
+    bodies: PageBodies = request.app.state.bodies
+    return bodies.response(request, page)
+
+
 @router.get("/now", response_model=NowStrip, summary="The live state now")
-def now(dash: Dash) -> NowStrip:
+def now(request: Request, dash: Dash) -> Response:
     """Fleet means, states and findings of the agent's last tick (`live` false without one)."""
-    return dash.now()
+    return shared(request, dash.now())
 
 
 @router.get("/window", response_model=WindowInfo, summary="The window a range resolves to")
 def window(dash: Dash, q: Win) -> WindowInfo:
     """Start, end and step of the window the other endpoints would use for these parameters."""
     return WindowInfo.of(resolve_window(dash, q))
-
-
-def shared(request: Request, page: object) -> Response:
-    """A page the dashboard keeps with its analysed window, as the JSON every viewer of that
-    analysis shares (serialised and gzipped once: present/web/cached.py)."""
-    bodies: PageBodies = request.app.state.bodies
-    return bodies.response(request, page)
 
 
 @router.get("/fleet", response_model=FleetPage, summary="Fleet page data")

@@ -8,13 +8,18 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.encoders import jsonable_encoder
 
+from gpulens.app.agent import AgentContext
+from gpulens.app.live import LiveState
+from gpulens.present.web.app import create_app
 from gpulens.present.web.cached import PageBodies
+from present.sim import fleet, ticks
 
 from .helpers import TestClient
 
@@ -100,3 +105,23 @@ def test_the_cache_holds_the_last_pages_only_and_never_confuses_them() -> None:
 def test_keep_must_be_positive() -> None:
     with pytest.raises(ValueError, match="keep"):
         PageBodies(keep=0)
+
+
+def test_the_live_strip_is_built_and_serialised_once_per_change_of_the_live_state(
+    store_dir: Path,
+) -> None:
+    sim = fleet(hosts=1, gpus_per_host=2, seed=0)
+    live = LiveState(state_window_s=60, keep_s=180)
+    feed = iter(ticks(sim, 0, 10))
+    live.on_tick(next(feed))
+    app = create_app(AgentContext(data_dir=store_dir, live=live))
+    client = TestClient(app)
+    first = client.get("/api/now")
+    assert first.status_code == 200 and first.json()["live"] is True
+    again = client.get("/api/now")
+    assert again.content == first.content
+    assert app.state.bodies.serialised == 1  # no change: the same strip, the same bytes
+    live.on_tick(next(feed))
+    moved = client.get("/api/now")
+    assert moved.json()["ts_ns"] > first.json()["ts_ns"]
+    assert app.state.bodies.serialised == 2
