@@ -30,7 +30,7 @@ from gpulens.collect.prometheus import (
     Transfer,
 )
 from gpulens.config import Config
-from gpulens.errors import ConfigError
+from gpulens.errors import CollectError, ConfigError
 from gpulens.model import Kind
 from gpulens.store import Commit, SegmentWriter
 
@@ -126,6 +126,8 @@ def pulled(
     """The range read at `step_s` into a temporary store, for the length of the `with`."""
     with source(cfg, url) as src, tempfile.TemporaryDirectory(prefix="gpulens-prom-") as tmp:
         prom = src.read(start_s, end_s, step_s)
+        if prom.family is None and not prom.sequence.num_rows:
+            raise CollectError(f"{src.name}: {prom.notes[0]}")
         data_dir = Path(tmp)
         with Commit(data_dir) as commit:
             writer = SegmentWriter(data_dir, "prometheus", commit=commit)
