@@ -77,11 +77,12 @@ def _rank_doc(a: RankAnalysis) -> dict[str, Any]:
 def _timeline(a: RankAnalysis) -> Timeline:
     g = a.causes.gaps
     origin = a.origin_ns
-    order = sorted(range(len(g)), key=lambda i: -int(g.dur_ns[i]))[:MAX_TIMELINE_GAPS]
+    durs = g.dur_ns.tolist()  # once: `dur_ns` computes the whole column on each access
+    order = sorted(range(len(durs)), key=lambda i: -durs[i])[:MAX_TIMELINE_GAPS]
     gaps = [
         (
             (int(g.start_ns[i]) - origin) / 1000,
-            int(g.dur_ns[i]) / 1000,
+            durs[i] / 1000,
             CAUSES[int(g.cause[i])],
         )
         for i in order
