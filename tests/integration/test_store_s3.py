@@ -38,6 +38,7 @@ from gpulens.store.layout import NS_PER_DAY, day_of  # noqa: E402
 
 WORKER = Path(__file__).with_name("s3_store_worker.py")
 sys.path.insert(0, str(WORKER.parent))
+from replay import XML  # noqa: E402
 from s3_store_worker import GPUS_PER_HOST, HOSTS  # noqa: E402
 
 SECONDS = 300  # simulated seconds each writer records (one tick a second)
@@ -294,3 +295,53 @@ def test_record_query_and_errors_on_the_command_line(s3: S3) -> None:
     assert missing.returncode != 0
     assert "s3://no-such-bucket-x/p" in missing.stderr and "bucket" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_ingest_and_fleet_take_the_url(s3: S3, shared: Path) -> None:
+    url = f"s3://{s3.bucket()}/ingested"
+    capture = shared / f"{XML}/a100-sxm4-v12.xml"  # <timestamp>Fri Aug  4 11:44:30 2023
+    done = subprocess.run(
+        [sys.executable, "-m", "gpulens", "ingest", str(capture), "--data-dir", url],
+        env=s3.env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    with Store(url) as store:
+        got = store.query("SELECT count(*) AS n, min(ts) AS t FROM gpu").to_pylist()[0]
+    assert got["n"] >= 1
+    assert got["t"].isoformat().startswith("2023-08-04T11:44:30")  # the capture's timestamp
+    fleet = subprocess.run(
+        [sys.executable, "-m", "gpulens", "fleet", "--data-dir", url, "--format", "json"],
+        env=s3.env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert fleet.returncode == 0, fleet.stderr[-3000:]
+    doc = json.loads(fleet.stdout)
+    assert doc["sources"] == [f"store: {url}"]
+    assert doc["usage"]["window"]["start"] == "2023-08-04T11:44:00Z"
+    assert sum(q["gpus"] for q in doc["usage"]["by_queue"]) == 1  # one GPU in the capture
+
+
+def test_the_agent_records_into_the_bucket_and_its_dashboard_reads_it(s3: S3) -> None:
+    httpx = pytest.importorskip("httpx")
+    from faults import free_port, wait_healthy
+
+    url = f"s3://{s3.bucket()}/agent"
+    listen = f"127.0.0.1:{free_port()}"
+    env = {**s3.env, "GPULENS_COLLECT_COLLECTORS": "simulated", "GPULENS_HOST": "agent-1",
+           "GPULENS_STORE_FLUSH_SECONDS": "1"}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulens", "agent", "--data-dir", url, "--listen", listen],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_healthy(proc, f"http://{listen}")
+        deadline = time.monotonic() + 90
+        gpus: list[Any] = []
+        while len(gpus) < 12:
+            assert time.monotonic() < deadline, f"the dashboard listed {len(gpus)} GPUs"
+            time.sleep(1)
+            gpus = httpx.get(f"http://{listen}/api/gpus", timeout=30).json()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    assert [k for k in s3.keys(url.split("/")[2]) if "/gpu/date=" in k]
