@@ -16,11 +16,13 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from starlette.requests import Request
-
 from gpulens.errors import ConfigError
+
+if TYPE_CHECKING:  # starlette is 15 MB: the light /metrics front never loads it
+    from starlette.requests import Request
 
 COOKIE = "gpulens_token"
 OPEN_PATHS: frozenset[str] = frozenset({"/healthz"})
