@@ -4,15 +4,13 @@ wait injected into the dataset, and input_bound on the starved run only."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
+from tests.integration.integrations_check import report as _report  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 import gpulens.torch as gt  # noqa: E402
@@ -69,15 +67,6 @@ def _train(job: str, data_dir: Path, sleep_s: float) -> tuple[float, float]:
         wall = time.perf_counter() - start
     assert run.steps == STEPS
     return ds.slept / wall, wall
-
-
-def _report(data_dir: Path, job: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "gpulens", "report", "--data-dir", str(data_dir), "--job", job,
-         "--format", "json"],
-        capture_output=True, text=True, timeout=180, check=True,
-    )  # fmt: skip
-    return json.loads(out.stdout)
 
 
 def test_starved_against_fed(tmp_path: Path) -> None:
