@@ -28,7 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpulens.app.trace_rank import RankFailure, RankOutcome, RankTask, analyse_rank
+from gpulens.app.trace_rank import (
+    RankFailure,
+    RankOutcome,
+    RankTask,
+    analyse_rank,
+    settled,
+)
 from gpulens.errors import ConfigError, SourceUnavailable
 
 __all__ = ["DaskExecutor"]
@@ -104,7 +110,7 @@ class DaskExecutor:
             out: list[RankOutcome] = []
             for task, future in zip(tasks, futures, strict=True):
                 try:
-                    out.append(future.result())
+                    out.append(settled(future.result()))
                 except distributed.KilledWorker as exc:
                     failure = RankFailure(
                         task.position,

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpulens.app.trace_rank import RankOutcome, RankTask, analyse_rank
+from gpulens.app.trace_rank import RankOutcome, RankTask, analyse_rank, settled
 from gpulens.errors import ConfigError, GpulensError
 
 __all__ = [
@@ -79,7 +79,7 @@ class ProcessExecutor:
         size = min(self.workers, len(tasks))
         try:
             with ProcessPoolExecutor(size, mp_context=context) as pool:
-                return list(pool.map(analyse_rank, tasks))
+                return [settled(o) for o in pool.map(analyse_rank, tasks)]
         except BrokenProcessPool as exc:
             raise GpulensError(
                 f"a worker process of --executor {self.name} died (killed, or out of memory?) "

@@ -25,7 +25,7 @@ from gpulens.analyze.traces.ranks import RankAnalysis, analyze_rank
 from gpulens.app.trace_summary import summarize
 from gpulens.errors import GpulensError
 
-__all__ = ["RankFailure", "RankOutcome", "RankTask", "analyse_rank"]
+__all__ = ["RankFailure", "RankOutcome", "RankTask", "analyse_rank", "settled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +72,19 @@ class RankOutcome:
     windowed: RankAnalysis | None = None
     step_names: frozenset[str] = field(default_factory=frozenset)
     failure: RankFailure | None = None
+
+
+def settled(outcome: RankOutcome) -> RankOutcome:
+    """`outcome` as the client keeps it: its gaps' row references dropped again
+    (`trace_summary.thin`), as unpickling expands them to one value per gap."""
+    from dataclasses import replace
+
+    from gpulens.app.trace_summary import thin
+
+    if outcome.analysis is None:
+        return outcome
+    windowed = None if outcome.windowed is None else thin(outcome.windowed)
+    return replace(outcome, analysis=thin(outcome.analysis), windowed=windowed)
 
 
 def analyse_rank(task: RankTask) -> RankOutcome:
