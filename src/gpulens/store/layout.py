@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError
 from gpulens.model import Kind
-from gpulens.store.location import ObjectPath, StorePath
+from gpulens.store.location import ObjectPath, StorePath, parallel_map
 
 SEGMENT_PREFIX = "seg-"
 PENDING_PREFIX = "txn-"
@@ -231,6 +231,9 @@ class LiveFiles:
         if committed is None:
             committed = committed_ids(self.data_dir)
         files = data_files(partition, committed)
+        if isinstance(partition, ObjectPath):  # one footer request each: send them together
+            unread = [f for f in files if f.name.startswith(COMPACTED_PREFIX)]
+            parallel_map(self._prefetch, [f for f in unread if f not in self._replaces])
         gone: set[str] = set()
         for f in files:
             if f.name.startswith(COMPACTED_PREFIX):
@@ -240,6 +243,10 @@ class LiveFiles:
                     continue  # itself superseded and deleted while we looked
         live = [f for f in files if f.name not in gone]
         return live, [f for f in files if f.name in gone]
+
+    def _prefetch(self, path: StorePath) -> None:
+        with suppress(FileNotFoundError, StoreError):
+            self.replaces(path)
 
     def live(self, kind: Kind) -> list[StorePath]:
         """Every live file of `kind`, oldest partition first."""

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -27,6 +29,11 @@ from gpulens.errors import ConfigError, StoreError
 
 #: object-store URL schemes with a filesystem in the pyarrow wheel
 NATIVE_SCHEMES = ("s3", "gs", "gcs")
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: requests sent at once when many small objects (footers) are read
+PARALLEL_REQUESTS = 16
 #: the settings (and environment variables) that configure S3 access
 S3_KEYS = ("aws_endpoint_url", "aws_access_key_id", "aws_secret_access_key", "aws_region")
 
@@ -186,6 +193,15 @@ class ObjectPath:
 
     def write_text(self, text: str, encoding: str = "utf-8") -> int:
         return self.write_bytes(text.encode(encoding))
+
+
+def parallel_map(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """`fn` over `items` on up to PARALLEL_REQUESTS threads (object-store latency, not CPU, is
+    what they wait on); in order; the first exception is raised."""
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(min(PARALLEL_REQUESTS, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def _stat(info: pafs.FileInfo) -> ObjectStat:

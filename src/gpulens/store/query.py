@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from gpulens.errors import StoreError
 from gpulens.model import Kind
 from gpulens.store.layout import LiveFiles, corrupt_file_error, read_footer_meta, read_metadata
-from gpulens.store.location import ObjectPath, StorePath, open_location
+from gpulens.store.location import ObjectPath, StorePath, open_location, parallel_map
 from gpulens.store.schema import DATE, empty_schema
 
 Params = Sequence[object] | Mapping[str, object] | None
@@ -182,12 +182,10 @@ class Store:
         """The files of `kind` in an object store as one pyarrow dataset: columns unified by
         name (a float32 file's column widened where another file has float64), `date` from
         the hive partition. Each file's schema is read once (files never change)."""
-        schemas = []
-        for f in files:
-            schema = self._schemas.get(f)
-            if schema is None:
-                schema = self._schemas[f] = pq.read_schema(f.key, filesystem=f.fs)
-            schemas.append(schema)
+        unread = [f for f in files if f not in self._schemas]
+        for f, schema in zip(unread, parallel_map(_read_schema, unread), strict=True):
+            self._schemas[f] = schema
+        schemas = [self._schemas[f] for f in files]
         unified = pa.unify_schemas(schemas, promote_options="permissive")
         fields = [fd for fd in unified if fd.name != DATE]
         fields = [fd.with_type(fd.type.value_type) if pa.types.is_dictionary(fd.type) else fd
@@ -217,6 +215,10 @@ class Store:
         if named is not None:
             return corrupt_file_error(named, exc)
         return StoreError(f"query failed: {_first_line(exc)} (in query: {_short(sql)})")
+
+
+def _read_schema(path: ObjectPath) -> pa.Schema:
+    return pq.read_schema(path.key, filesystem=path.fs)
 
 
 def _skeleton(kind: Kind) -> str:
