@@ -3,10 +3,12 @@
 #   bash tests/gpu/run_on_gpu.sh          (outputs under $OUT when set, else a temp dir)
 # Uses the machine's python3 (torch, nvidia-ml-py, pyarrow, psutil... installed) with
 # PYTHONPATH=src; duckdb and orjson come from wheels in .whl/ when present (no pip from the
-# network). Steps: GPUs and driver; `pytest -m gpu tests/gpu`; about 60 s of `gpulens agent`
+# network). Steps: GPUs and driver; `pytest -m gpu tests/gpu`; about 80 s of `gpulens agent`
 # (or `gpulens record` where fastapi/uvicorn are missing) with the nvml collector while a bf16
 # matmul loop and a data-starved loop run, scraping /metrics during each (states, useful
-# work); SIGTERM; then what gpulens measured per workload. Total well under 5 minutes.
+# work), then a bf16 loop tracked by gpulens.torch into the agent's store under GPULENS_JOB;
+# SIGTERM; then what gpulens measured per workload, and the tracked job's report (training
+# figures, MFU, telemetry joined on the job). Total well under 5 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT_DIR="${OUT:-$(mktemp -d)}"
@@ -36,12 +38,12 @@ rm -rf "$DATA" "$WL"
 PORT=19477
 if "$PY" -c 'import fastapi, uvicorn, jinja2, plotly' 2>/dev/null; then
   GPULENS_COLLECT_COLLECTORS=nvml,host GPULENS_COLLECT_INTERVAL_SECONDS=1 \
-    timeout -s TERM 80 "$PY" -m gpulens agent --data-dir "$DATA" --listen "127.0.0.1:$PORT" \
+    timeout -s TERM 110 "$PY" -m gpulens agent --data-dir "$DATA" --listen "127.0.0.1:$PORT" \
     >"$OUT_DIR/record.txt" 2>&1 &
   AGENT=1
 else
   GPULENS_COLLECT_COLLECTORS=nvml GPULENS_COLLECT_INTERVAL_SECONDS=1 \
-    timeout 90 "$PY" -m gpulens record --data-dir "$DATA" --duration 60 \
+    timeout 120 "$PY" -m gpulens record --data-dir "$DATA" --duration 90 \
     >"$OUT_DIR/record.txt" 2>&1 &
   AGENT=0
 fi
@@ -76,6 +78,10 @@ else  # one GPU: one after the other, so each has the GPU's counters to itself
   scrape 20 starved
   wait
 fi 2>&1 | tee "$OUT_DIR/workloads.txt"
+# gpulens.torch inside a training loop, writing into the agent's store; GPULENS_JOB in the
+# environment the process starts with is how the agent attributes its GPU time to that job
+GPULENS_JOB=torch-tracked CUDA_VISIBLE_DEVICES=0 timeout 40 "$PY" tests/gpu/workload.py \
+  tracked 20 "$WL" "$DATA" 2>&1 | tee -a "$OUT_DIR/workloads.txt"
 if [ "$AGENT" -eq 1 ]; then
   kill -TERM "$REC" 2>/dev/null
 fi
@@ -93,5 +99,21 @@ echo "== what gpulens measured per workload"
   "SELECT event, message FROM event" | head -20 | tee "$OUT_DIR/events.csv"
 "$PY" tests/gpu/summarize.py "$WL" "$OUT_DIR/gpu.csv" "$OUT_DIR/process.csv" \
   | tee "$OUT_DIR/summary.md" || status=1
+echo "== the tracked job: app readings and telemetry joined on the job"
+"$PY" -m gpulens query --data-dir "$DATA" --format csv \
+  "SELECT epoch_ns(ts) AS ts_ns, * FROM app ORDER BY ts" >"$OUT_DIR/app.csv" || status=1
+"$PY" -m gpulens report --data-dir "$DATA" --job torch-tracked --step 10 \
+  | tee "$OUT_DIR/report-torch-tracked.txt" || status=1
+"$PY" -m gpulens report --data-dir "$DATA" --job torch-tracked --step 10 --format json \
+  >"$OUT_DIR/report-torch-tracked.json" || status=1
+"$PY" - "$OUT_DIR/report-torch-tracked.json" <<'PYEOF' || status=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+[job] = doc["training"]
+print(f"tracked job: {job['steps']} steps, MFU {job['mfu']}, data wait {job['data_wait_ratio']}, "
+      f"telemetry joined: {job['telemetry']}, GPUs in the report: {len(doc['gpus'])}")
+assert job["telemetry"], "the agent's attribution did not carry the job"
+assert job["mfu"] and 0 < job["mfu"] <= 1, job["mfu"]
+PYEOF
 echo "outputs in $OUT_DIR"
 exit "$status"

@@ -90,11 +90,20 @@ class PhaseTimer:
             self._handles.append(optimizer.register_step_post_hook(self._mark_opt_end))
             self.active = True
 
+    def event(self) -> Any:
+        """A recorded CUDA event (from the pool of read ones)."""
+        event = self._pool.pop() if self._pool else _new_event()
+        event.record()
+        return event
+
+    def release(self, event: Any) -> None:
+        """Give a read event back to the pool."""
+        self._pool.append(event)
+
     def _mark(self, kind: int) -> None:
         try:
             if self.cuda:
-                event = self._pool.pop() if self._pool else _new_event()
-                event.record()
+                event = self.event()
                 self._marks.append((kind, event))
             else:
                 self._marks.append((kind, time.perf_counter()))

@@ -47,6 +47,7 @@ log = logging.getLogger("gpulens.torch")
 ENV_DISABLE = "GPULENS_DISABLE"
 ENV_JOB = "GPULENS_JOB"
 ENV_RUN = "GPULENS_RUN"
+MAX_STEP_EVENTS = 4096  # step-end CUDA events waiting to be read, at most
 
 
 def disabled(env: Mapping[str, str] | None = None) -> bool:
@@ -119,6 +120,8 @@ class Run:
         self._dead = False
         self._failed_once = False
         self._queue: deque[Step] = deque()
+        self._step_events: deque[Any] = deque()  # CUDA events at step ends, not yet read
+        self._last_event: Any = None
         self._wait = 0.0
         self._mark = time.perf_counter()
         self._fetched = False
@@ -212,6 +215,8 @@ class Run:
             self.steps += 1
             if self._phases.active:
                 self._phases.end_step()
+            if self.device.cuda:
+                self._step_events.append(self._phases.event())
             if self._flops.flops is None:
                 self._flops.step_ended(self.steps)
         except Exception as exc:
@@ -242,6 +247,8 @@ class Run:
                 window.add(self._queue.popleft())
             for forward, backward, optimizer in self._phases.collect():
                 window.add_phases(forward, backward, optimizer)
+            if self.device.cuda:
+                window.add_gpu_steps(*self._gpu_steps())
             values = window.values(self._flops.flops, self.peak_flops)
             if not values:
                 return
@@ -253,6 +260,21 @@ class Run:
                 self._flush()
         except Exception as exc:
             self._fail(exc)
+
+    def _gpu_steps(self) -> tuple[float, int]:
+        """(seconds, steps) of GPU time between the step ends the GPU has passed."""
+        seconds, steps = 0.0, 0
+        while len(self._step_events) > MAX_STEP_EVENTS:  # a GPU that never gets there
+            self._phases.release(self._step_events.popleft())
+            self._last_event = None
+        while self._step_events and self._step_events[0].query():
+            event = self._step_events.popleft()
+            if self._last_event is not None:
+                seconds += self._last_event.elapsed_time(event) / 1e3
+                steps += 1
+                self._phases.release(self._last_event)
+            self._last_event = event
+        return seconds, steps
 
     def _flush(self) -> None:
         try:

@@ -36,6 +36,8 @@ class Window:
     backward_s: float = 0.0
     optimizer_s: float = 0.0
     optimizer_steps: int = 0
+    gpu_s: float = 0.0  # GPU time between consecutive step ends (CUDA events)
+    gpu_steps: int = 0
 
     def add(self, step: Step) -> None:
         self.steps += 1
@@ -56,12 +58,17 @@ class Window:
             self.optimizer_s += optimizer_s
             self.optimizer_steps += 1
 
+    def add_gpu_steps(self, seconds: float, steps: int) -> None:
+        self.gpu_s += seconds
+        self.gpu_steps += steps
+
     def values(self, step_flops: float | None, peak_flops: float | None) -> dict[str, float]:
         """The window's app metric values (empty when it holds no step).
 
         Throughput is over the steps that reported it (samples/s over the time of the steps
-        that gave `samples`); model FLOP/s is `step_flops` per step over the steps' time, and
-        MFU that over `peak_flops` when the peak is known."""
+        that gave `samples`); model FLOP/s is `step_flops` per step over the steps' time (on
+        a GPU, the GPU's time between step ends, which the CPU's may not follow while it
+        queues work ahead), and MFU that over `peak_flops` when the peak is known."""
         out: dict[str, float] = {}
         if self.steps == 0 or self.step_s <= 0:
             return out
@@ -83,7 +90,8 @@ class Window:
             if self.optimizer_steps:
                 out["app_optimizer_seconds"] = self.optimizer_s / self.optimizer_steps
         if step_flops is not None:
-            achieved = step_flops * n / total
+            per_step = self.gpu_s / self.gpu_steps if self.gpu_steps else total / n
+            achieved = step_flops / per_step
             out["app_step_flops"] = step_flops
             out["app_flops_per_second"] = achieved
             if peak_flops:

@@ -41,3 +41,14 @@ def test_flops_and_mfu_against_the_peak() -> None:
 
 def test_an_empty_window_gives_nothing() -> None:
     assert Window().values(1.0, 1.0) == {}
+
+
+def test_on_a_gpu_flops_follow_the_gpu_time_between_step_ends() -> None:
+    w = Window()
+    for _ in range(4):  # the CPU queued four steps in 40 ms
+        w.add(Step(0.01, 0.0))
+    w.add_gpu_steps(0.3, 3)  # the GPU ran them 100 ms apart
+    v = w.values(step_flops=1e12, peak_flops=1e14)
+    assert v["app_flops_per_second"] == pytest.approx(1e13)
+    assert v["app_mfu_ratio"] == pytest.approx(0.1)
+    assert v["app_step_seconds"] == pytest.approx(0.01)  # the loop's own time stays the CPU's
