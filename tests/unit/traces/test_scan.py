@@ -126,6 +126,40 @@ def test_leaves_anything_else_to_python(text: str) -> None:
     assert _scan(text) is None
 
 
+@pytest.mark.parametrize("length", range(0, 26))
+def test_strings_of_every_length_and_every_special_position(length: int) -> None:
+    """The scanner skips plain string bytes eight at a time: a quote, backslash or control byte
+    at any position of any short length is still found where it is, as json reads it."""
+    texts = ["a" * length]
+    for at in range(length):
+        plain = list("b" * length)
+        texts.append("".join(plain[:at]) + '\\"' + "".join(plain[at + 1 :]))  # escaped quote
+        texts.append("".join(plain[:at]) + "\\u00e9" + "".join(plain[at + 1 :]))
+        texts.append("".join(plain[:at]) + "é" + "".join(plain[at + 1 :]))  # UTF-8, high bytes
+    for body in texts:
+        text = '{"name": "' + body + '", "cat": "' + "z" + body + '"}'
+        got = _scan(text)
+        assert got is not None, text
+        want = json.loads(text)
+        assert (got["name"], got["cat"]) == ([want["name"]], [want["cat"]]), text
+    for at in range(length):  # a raw control byte is not JSON: left to Python wherever it is
+        body = "c" * at + "\t" + "c" * (length - at - 1)
+        assert _scan('{"name": "' + body + '"}') is None
+
+
+def test_names_sharing_long_prefixes_and_suffixes_stay_distinct() -> None:
+    """Interning hashes up to 48 bytes from each end: names that differ only in the middle, or
+    in one byte of a word, are still told apart (and equal names are one string)."""
+    prefix, suffix = "void at::native::elementwise_kernel<128, 4, " * 2, ">(int, Func)" * 5
+    names = [prefix + middle + suffix for middle in ("a", "b", "ab", "ba", "")]
+    names += ["k" * n for n in range(1, 60)]
+    events = [{"ph": "X", "name": name, "ts": i} for i, name in enumerate(names * 2)]
+    got = _scan(json.dumps(events)[1:-1])
+    assert got is not None
+    assert got["name"] == names * 2
+    assert len(got["strings"]) == len(set(names)) + 1  # and "X"
+
+
 def test_empty_and_whitespace() -> None:
     assert _scan(" \n\t")["count"] == 0  # type: ignore[index]
     assert _scan("{} , {}")["count"] == 2  # type: ignore[index]

@@ -65,6 +65,7 @@ typedef struct {
     Py_ssize_t max_string;
     const char *limit_kind; /* failed == 3: "string" or "nesting", at limit_at */
     Py_ssize_t limit_at;
+    Py_ssize_t row_hint; /* rows to make room for at a column's first push */
 } Scanner;
 
 static PyObject *LimitExceeded;
@@ -82,8 +83,8 @@ static int push(Scanner *s, int column, const void *value) {
     Column *c = &s->columns[column];
     int size = column_size[column];
     if (c->used + size > c->capacity) {
-        Py_ssize_t capacity = c->capacity ? c->capacity * 2 : 4096;
-        char *grown = PyMem_Realloc(c->data, (size_t)capacity);
+        Py_ssize_t capacity = c->capacity ? c->capacity * 2 : size * (s->row_hint + 16);
+        char *grown = PyMem_RawRealloc(c->data, (size_t)capacity);
         if (grown == NULL) {
             PyErr_NoMemory();
             s->failed = 2;
@@ -117,6 +118,27 @@ static inline int fail(Scanner *s) {
     return -1;
 }
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* The bytes among the 8 at p that are '"', '\\' or below 0x20, as a mask of their high bits;
+ * the lowest set bit marks the first of them exactly (a borrow only ever flags bytes above a
+ * flagged one). */
+static inline uint64_t special8(const char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t quote = w ^ (ONES * '"');
+    uint64_t slash = w ^ (ONES * '\\');
+    uint64_t zero_quote = (quote - ONES) & ~quote;
+    uint64_t zero_slash = (slash - ONES) & ~slash;
+    uint64_t control = (w - ONES * 0x20) & ~w;
+    return (zero_quote | zero_slash | control) & HIGHS;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+#define SKIP_PLAIN 1
+#endif
+
 /* A string at `pos` (at its opening quote): its raw span (without quotes) and whether it has
  * escapes. Checks JSON string rules except UTF-8 (decoded later, only where read). */
 static int lex_string(Scanner *s, Py_ssize_t *start, Py_ssize_t *len, int *escaped) {
@@ -127,6 +149,17 @@ static int lex_string(Scanner *s, Py_ssize_t *start, Py_ssize_t *len, int *escap
     *escaped = 0;
     *start = i;
     while (i < s->end) {
+#ifdef SKIP_PLAIN
+        /* eight bytes at a time to the next '"', '\\' or control byte */
+        if (i + 8 <= s->end) {
+            uint64_t found = special8(s->text + i);
+            if (!found) {
+                i += 8;
+                continue;
+            }
+            i += __builtin_ctzll(found) >> 3;
+        }
+#endif
         unsigned char ch = (unsigned char)s->text[i];
         if (ch == '"') {
             *len = i - *start;
@@ -269,15 +302,34 @@ static PyObject *decode_string(Scanner *s, Py_ssize_t start, Py_ssize_t len, int
     return out;
 }
 
+static inline uint64_t mix8(uint64_t h, const char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
 static inline uint64_t span_hash(const char *p, Py_ssize_t len) {
-    /* FNV-1a over the length and up to 48 bytes from each end (names share long prefixes) */
+    /* over the length and up to 48 bytes from each end (names share long prefixes), eight
+     * bytes at a time; spans shorter than 8 bytes byte by byte */
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)len;
-    Py_ssize_t head = len < 48 ? len : 48;
-    for (Py_ssize_t i = 0; i < head; i++) {
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    if (len < 8) {
+        for (Py_ssize_t i = 0; i < len; i++) {
+            h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+        }
+        return h ^ (h >> 29);
     }
-    for (Py_ssize_t i = len > 48 ? len - 48 : len; i < len; i++) {
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    Py_ssize_t head = len < 48 ? len : 48;
+    for (Py_ssize_t i = 0; i + 8 <= head; i += 8) {
+        h = mix8(h, p + i);
+    }
+    h = mix8(h, p + head - 8); /* the head's last 8 bytes (overlapping when head % 8) */
+    if (len > 48) {
+        Py_ssize_t tail = len - 48 > 48 ? len - 48 : 48; /* the tail's start, past the head */
+        for (Py_ssize_t i = tail; i + 8 <= len; i += 8) {
+            h = mix8(h, p + i);
+        }
+        h = mix8(h, p + len - 8);
     }
     return h;
 }
@@ -733,7 +785,7 @@ static int read_event(Scanner *s) {
 
 static void release(Scanner *s) {
     for (int i = 0; i < N_COLUMNS; i++) {
-        PyMem_Free(s->columns[i].data);
+        PyMem_RawFree(s->columns[i].data);
     }
     PyMem_Free(s->slot_start);
     PyMem_Free(s->slot_len);
@@ -789,6 +841,8 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                    &start, &end) < 0) {
         return NULL;
     }
+    /* room for one event per 64 bytes at once (events are rarely shorter): few or no reallocs */
+    s.row_hint = (end - start) / 64;
     s.strings = PyList_New(0);
     PyObject *result = NULL;
     Py_ssize_t count = 0;

@@ -7,8 +7,8 @@ columns. Parsed events: field values are pulled out with C-level `map(attrgetter
 …)` passes, not a Python loop per event (an absent struct field holds what `dict.get` returns for an
 absent key, so both give the same columns), and strings are interned into `names` / `categories`.
 Values of an unexpected type (a numeric string, a float pid) take a per-value path with the same
-meaning. Each chunk's columns are copied into growing blocks; `tables()` joins each column's blocks,
-one column at a time.
+meaning. Each chunk's rows are written once into one buffer per column, grown in place;
+`tables()` cuts the buffers to size.
 """
 
 from __future__ import annotations
@@ -336,30 +336,32 @@ class ColumnBuilder:
         self._events.append(
             {
                 "index": timed + base,
-                "ts_ns": ts[timed],
-                "dur_ns": dur[timed],
-                "has_dur": has_dur[timed],
+                "ts_ns": ts,
+                "dur_ns": dur,
+                "has_dur": has_dur,
                 "phase": codes[timed],
                 "category": cat_code[is_timed],
                 "name": _table_codes(strings, name[timed], self.names, self._intern),
-                "pid": pid[timed],
-                "tid": tid[timed],
-                "stream": stream[timed],
-                "correlation": correlation[timed],
-                "external_id": external[timed],
-                "occupancy": occupancy[timed],
-            }
+                "pid": pid,
+                "tid": tid,
+                "stream": stream,
+                "correlation": correlation,
+                "external_id": external,
+                "occupancy": occupancy,
+            },
+            rows=timed,
         )
         self._flows.append(
             {
                 "index": flow + base,
-                "ts_ns": ts[flow],
+                "ts_ns": ts,
                 "phase": codes[flow] - (_META + 1),
                 "category": cat_code[~is_timed],
-                "flow_id": flow_id[flow],
-                "pid": pid[flow],
-                "tid": tid[flow],
-            }
+                "flow_id": flow_id,
+                "pid": pid,
+                "tid": tid,
+            },
+            rows=flow,
         )
         self.count += n
 
@@ -489,52 +491,48 @@ class ColumnBuilder:
 
 
 class _Columns:
-    """Columns kept in blocks (each as large as all before it, 4k to 1M rows): chunks are copied
-    in, so no per-chunk object outlives its chunk (small long-lived objects made between two
-    chunks' parsed objects would pin the allocator's arenas and keep every chunk's memory);
-    `result` joins each column's blocks, one column at a time.
+    """Columns kept in one buffer each, grown in place (`ndarray.resize`: realloc, which moves a
+    large buffer's pages with mremap instead of copying them) by half again when full, and cut to
+    size at the end. Chunks are copied in, so no per-chunk object outlives its chunk (small
+    long-lived objects made between two chunks' parsed objects would pin the allocator's arenas);
+    each row is written once, straight from the chunk's arrays (`take` for selected rows), and
+    the result is the buffers themselves: no join, no second copy.
     """
 
     MIN_ROWS = 1 << 12
-    MAX_ROWS = 1 << 20
 
     def __init__(self, keys: Any) -> None:
         self.keys = list(keys)
-        self.columns: dict[str, list[Array]] = {}
-        self.dtypes: dict[str, np.dtype[Any]] = {}
-        self.size = 0  # rows in all blocks
-        self.filled = 0  # rows in the last block
+        self.columns: dict[str, Array] = {}
+        self.size = 0  # rows written
 
-    def append(self, part: dict[str, Array]) -> None:
-        n = len(next(iter(part.values())))
+    def append(self, part: dict[str, Array], rows: Array | None = None) -> None:
+        """Add `part`'s columns: each either already the chunk's rows, or (with `rows`) a whole
+        chunk column of which the rows at `rows` are taken (same length as the others)."""
+        n = len(rows) if rows is not None else len(part[self.keys[0]])
+        start = self.size
         if not self.columns:
-            self.columns = {k: [] for k in self.keys}
-            self.dtypes = {k: part[k].dtype for k in self.keys}
-        done = 0
-        while done < n:
-            blocks = self.columns[self.keys[0]]
-            if not blocks or self.filled == len(blocks[-1]):
-                rows = min(self.MAX_ROWS, max(self.MIN_ROWS, self.size + done))
-                for k in self.keys:
-                    self.columns[k].append(np.empty(rows, dtype=part[k].dtype))
-                self.filled = 0
-            take = min(n - done, len(self.columns[self.keys[0]][-1]) - self.filled)
-            for k in self.keys:
-                self.columns[k][-1][self.filled : self.filled + take] = part[k][done : done + take]
-            self.filled += take
-            done += take
-        self.size += n
+            cap = max(self.MIN_ROWS, n)
+            self.columns = {k: np.empty(cap, dtype=part[k].dtype) for k in self.keys}
+        elif start + n > len(self.columns[self.keys[0]]):
+            cap = max(start + n, len(self.columns[self.keys[0]]) * 3 // 2)
+            for column in self.columns.values():
+                column.resize(cap, refcheck=False)  # no view of a buffer is ever kept
+        for k in self.keys:
+            out = self.columns[k][start : start + n]
+            value = part[k]
+            if rows is not None and len(value) != n:
+                np.take(value, rows, out=out)
+            else:
+                out[...] = value
+        self.size = start + n
 
     def result(self) -> dict[str, Array]:
         out = {}
         for k in self.keys:
-            blocks = self.columns.pop(k)
-            if not blocks:
-                out[k] = np.zeros(0, dtype=self.dtypes[k])
-                continue
-            blocks[-1] = blocks[-1][: self.filled]
-            out[k] = np.concatenate(blocks) if len(blocks) > 1 else blocks[0].copy()
-            del blocks
+            column = self.columns.pop(k)
+            column.resize(self.size, refcheck=False)
+            out[k] = column
         return out
 
 
