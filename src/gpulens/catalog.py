@@ -808,7 +808,7 @@ APP_METRICS: tuple[Metric, ...] = (
     _a(
         "app_memory_max_allocated_bytes",
         "bytes",
-        "Most GPU memory held by tensors in the window (torch.cuda.max_memory_allocated).",
+        "Most GPU memory held by tensors since the process started (max_memory_allocated).",
         resolution=1.0,
     ),
     _a(

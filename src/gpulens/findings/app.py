@@ -111,13 +111,18 @@ def _finding(
         ft.level(RULE_ID, duration_s),
         subject,
         (int(starts[0]), int(starts[-1]) + step_ns),
-        f"input-bound for {hours(duration_s)} ({where}): the training loop waits for data "
+        f"input-bound for {_span(duration_s)} ({where}): the training loop waits for data "
         f"{share:.0%} of its step time, by the framework's own timing",
         tuple(evidence),
         Impact(wasted_gpu_hours=share * duration_s * gpus / 3600),
         advice(float("nan"), float("nan"), th.host_cpu_saturated),
         f"docs/findings/{RULE_ID}.md",
     )
+
+
+def _span(seconds: float) -> str:
+    """A run's length: seconds below a minute (a short tracked run), else as the rules say."""
+    return f"{seconds:.0f} s" if seconds < 60 else hours(seconds)
 
 
 def _num(value: Any) -> float:
