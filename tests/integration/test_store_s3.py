@@ -33,7 +33,14 @@ from moto.server import ThreadedMotoServer  # noqa: E402
 
 from gpulens.clock import FakeClock  # noqa: E402
 from gpulens.model import Kind  # noqa: E402
-from gpulens.store import Commit, SegmentWriter, Store, apply_retention, clean_commits  # noqa: E402
+from gpulens.store import (  # noqa: E402
+    Commit,
+    SegmentWriter,
+    Store,
+    apply_retention,
+    clean_commits,
+    maintain,
+)
 from gpulens.store.layout import NS_PER_DAY, day_of  # noqa: E402
 
 WORKER = Path(__file__).with_name("s3_store_worker.py")
@@ -345,3 +352,23 @@ def test_the_agent_records_into_the_bucket_and_its_dashboard_reads_it(s3: S3) ->
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-3000:]
     assert [k for k in s3.keys(url.split("/")[2]) if "/gpu/date=" in k]
+
+
+def test_an_agents_maintenance_compacts_its_recent_days_only(s3: S3) -> None:
+    """Each partition an agent looks at costs requests, so on a bucket it compacts today's and
+    yesterday's; another host's files are left to that host."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/store"
+    now = 1_765_000_000 * 10**9
+    for host in ("n1", "n2"):
+        for _ in range(2):
+            with SegmentWriter(url, host, clock=FakeClock(now)) as w:
+                days = [now - 3600 * 10**9 - d * NS_PER_DAY for d in (0, 1, 5)]
+                w.append_table(Kind.GPU, pa.table({"ts": days, "gpu_uuid": [f"GPU-{host}"] * 3,
+                                                   "power_watts": [1.0] * 3}))  # fmt: skip
+    done = maintain(url, keep_days=30, compact_min_age_seconds=60, clock=FakeClock(now), host="n1")
+    assert done.compaction.files_merged == 4  # n1's two segments of today and of yesterday
+    with Store(url) as store:
+        live = [f.name.split("-")[0] + "-" + f.name.split("-")[1] for f in store.files(Kind.GPU)]
+        assert store.query("SELECT count(*) AS n FROM gpu")["n"][0].as_py() == 12
+    assert sorted(live) == sorted(["cmp-n1"] * 2 + ["seg-n1"] * 2 + ["seg-n2"] * 6)

@@ -228,6 +228,9 @@ def clean_commits(data_dir: StorePath, *, stale_seconds: float = STALE_SECONDS) 
     (object stores: lock objects older than `stale_seconds`)."""
     data_dir = open_location(data_dir)
     result = CleanResult()
+    directory = commits_dir(data_dir)
+    if isinstance(directory, ObjectPath) and not directory.entries():
+        return result  # no commit has a lock or a record: skip listing every partition
     kept: set[str] = set()  # commits with files still in place (committed, or in progress)
     for kind in Kind:
         for _day, part in partitions(data_dir, kind):
@@ -245,7 +248,6 @@ def clean_commits(data_dir: StorePath, *, stale_seconds: float = STALE_SECONDS) 
                 with suppress(FileNotFoundError):
                     (part / name).unlink()
                     result.files_deleted += 1
-    directory = commits_dir(data_dir)
     try:
         names = [p.name for p in directory.iterdir()]
     except FileNotFoundError:

@@ -51,6 +51,7 @@ from gpulens.store.commit import clean_commits
 from gpulens.store.layout import (
     COMPACTED_PREFIX,
     CREATED_KEY,
+    NS_PER_DAY,
     PENDING_PREFIX,
     REPLACES_KEY,
     SEGMENT_PREFIX,
@@ -106,9 +107,12 @@ def compact(
     stale_tmp_seconds: float = 3600.0,
     zstd_level: int = ZSTD_LEVEL,
     on_step: StepHook | None = None,
+    last_days: int | None = None,
 ) -> CompactionResult:
     """Merge small segments of each (kind, day) partition of the store in `data_dir`; in an
-    object store only the files of `host` (None: every host's, each host's apart)."""
+    object store only the files of `host` (None: every host's, each host's apart).
+    `last_days=N` looks only at today and the N-1 days before (each partition looked at costs
+    requests on an object store; older days of a running agent are compacted already)."""
     data_dir = open_location(data_dir)
     now = (clock or SystemClock()).now_ns()
     today = day_of(now)
@@ -116,8 +120,11 @@ def compact(
     result = CompactionResult()
     live = LiveFiles(data_dir)
     remote = isinstance(data_dir, ObjectPath)
+    first_day = day_of(now - (last_days - 1) * NS_PER_DAY) if last_days else ""
     for kind in kinds:
         for day, part in partitions(data_dir, kind):
+            if day < first_day:
+                continue
             with _locked(part, host) as got:
                 if not got:
                     result.skipped_locked += 1

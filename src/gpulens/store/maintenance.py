@@ -9,8 +9,11 @@ from gpulens.clock import Clock, SystemClock
 from gpulens.errors import GpulensError
 from gpulens.store.compact import CompactionResult, compact
 from gpulens.store.frames import materialize_closed_days
-from gpulens.store.location import StorePath
+from gpulens.store.location import ObjectPath, StorePath, open_location
 from gpulens.store.retention import apply_retention
+
+#: on object storage an agent's maintenance compacts today's and yesterday's partitions only
+RECENT_DAYS = 2
 
 
 @dataclass(slots=True)
@@ -39,7 +42,14 @@ def maintain(
     when it is given (each agent compacts its own; `compact`)."""
     clock = clock or SystemClock()
     deleted = apply_retention(data_dir, keep_days, clock=clock)
-    result = compact(data_dir, host=host, clock=clock, min_age_seconds=compact_min_age_seconds)
+    remote = isinstance(open_location(data_dir), ObjectPath)
+    result = compact(
+        data_dir,
+        host=host,
+        clock=clock,
+        min_age_seconds=compact_min_age_seconds,
+        last_days=RECENT_DAYS if remote and host is not None else None,
+    )
     written = failed = 0
     if materialize_frames:
         written, failed = materialize_closed_days(data_dir, clock=clock)
