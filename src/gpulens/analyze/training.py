@@ -116,11 +116,15 @@ def summaries(app: pa.Table) -> list[dict[str, Any]]:
     if app.num_rows == 0 or "job_id" not in app.column_names:
         return []
     app = app.sort_by([("ts", "ascending")])
-    jobs = _strings(app, "job_id")
+    jobs = np.array([j or "" for j in _strings(app, "job_id")], dtype=object)
+    names, codes = np.unique(jobs, return_inverse=True)
+    order = np.argsort(codes, kind="stable")  # time order kept within each job
+    cuts = np.flatnonzero(np.diff(codes[order])) + 1
     out = []
-    for job in sorted({j for j in jobs if j}):
-        mask = pa.array([j == job for j in jobs])
-        out.append({"job_id": job, **job_summary(app.filter(mask))})
+    for rows in np.split(order, cuts):
+        name = str(names[codes[rows[0]]])
+        if name:
+            out.append({"job_id": name, **job_summary(app.take(pa.array(rows)))})
     return out
 
 

@@ -1,5 +1,5 @@
 """A report's training section: the app readings the framework wrote, per job, and the
-findings they alone support (gpulens.torch, its callbacks, or any writer of app readings).
+findings they alone support (gpulens.torch and its callbacks: readings with `app_steps`).
 
 The section lists every job with app readings in the report's window and scope (a job report:
 that job). Jobs that also have GPU intervals get their findings from the telemetry rules (the
@@ -31,8 +31,9 @@ def app_readings(
     end_ns: int | None = None,
     scope: Mapping[str, str] | None = None,
 ) -> pa.Table:
-    """App readings with a job in [start_ns, end_ns) and `scope` (`ts` as int ns)."""
-    where = ["job_id IS NOT NULL"]
+    """The in-process trackers' app readings (those that count their steps) with a job, in
+    [start_ns, end_ns) and `scope` (`ts` as int ns)."""
+    where = ["job_id IS NOT NULL", "app_steps IS NOT NULL"]
     params: dict[str, object] = {}
     if start_ns is not None:
         where.append("ts >= make_timestamp_ns($start) AND date >= $start_date::DATE")
