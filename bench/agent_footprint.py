@@ -83,6 +83,7 @@ def main() -> None:
     ap.add_argument("--dashboard", action="store_true", help="also poll the Fleet page's data")
     ap.add_argument("--hide", nargs="*", default=[], help="packages to run without")
     ap.add_argument("--malloc-arenas", type=int, default=None)
+    ap.add_argument("--env", nargs="*", default=[], help="NAME=VALUE for the agent")
     args = ap.parse_args()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -99,6 +100,7 @@ def main() -> None:
             )
         if args.malloc_arenas is not None:
             env["MALLOC_ARENA_MAX"] = str(args.malloc_arenas)
+        env.update(item.split("=", 1) for item in args.env)
         popen = subprocess.Popen(
             [sys.executable, "-m", "gpulens", "agent", "--config", str(cfg),
              "--listen", f"127.0.0.1:{port}"],
@@ -136,7 +138,8 @@ def main() -> None:
             popen.wait(timeout=60)
     extra = "".join(
         [", without " + ", ".join(args.hide) if args.hide else "",
-         f", MALLOC_ARENA_MAX={args.malloc_arenas}" if args.malloc_arenas is not None else ""]
+         f", MALLOC_ARENA_MAX={args.malloc_arenas}" if args.malloc_arenas is not None else "",
+         "".join(f", {item}" for item in args.env)]
     )  # fmt: skip
     print(f"agent on {args.gpus} simulated GPUs, /metrics every {args.scrape_every:g} s"
           f"{', Fleet page every 15 s' if args.dashboard else ''}{extra}; answering after "

@@ -6,7 +6,8 @@ Starts `gpulens agent --speed SPEED` on `--gpus` simulated GPUs (8 per host) rec
 `--interval` simulated seconds and flushing every `--flush`, with retention of one day (the
 partition of the day before is deleted after midnight) and compaction on the simulated clock.
 Meanwhile one client scrapes `/metrics` every `--scrape-every` wall seconds and one viewer
-requests `/api/now` and `/api/fleet` every `--view-every` wall seconds. Every
+requests `/api/now` and `/api/fleet` (`--view-range`, default the page's 6 h) every
+`--view-every` wall seconds. Every
 `--sample-every` wall seconds it records the agent's resident memory, open file descriptors,
 the Parquet segments in the store, the simulated time reached (the last tick's) and the tick
 lag: how far the ticks are behind the pace, in wall seconds. Prints the samples (thinned to
@@ -105,6 +106,7 @@ def run_soak(
     view_every_s: float = 5.0,
     sample_every_s: float = 5.0,
     wall_limit_s: float = 3600.0,
+    view_range: str | None = None,
 ) -> Soak:
     """Run the agent until `hours` of simulated time passed (or `wall_limit_s`); see the
     module doc."""
@@ -151,7 +153,10 @@ def run_soak(
                 threading.Thread(target=load, args=(url, p, e, stop, soak), daemon=True)
                 for p, e in (
                     (["/metrics"], scrape_every_s),
-                    (["/api/now", "/api/fleet"], view_every_s),
+                    (
+                        ["/api/now", "/api/fleet" + (f"?range={view_range}" if view_range else "")],
+                        view_every_s,
+                    ),
                 )
             ]
             for t in loaders:
@@ -229,6 +234,7 @@ def main() -> None:
     ap.add_argument("--sample-every", type=float, default=5.0)
     ap.add_argument("--warmup-hours", type=float, default=1.0)
     ap.add_argument("--wall-limit", type=float, default=3600.0, help="stop after this (s)")
+    ap.add_argument("--view-range", default=None, help="the Fleet page's range (default 6h)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         soak = run_soak(
@@ -242,12 +248,14 @@ def main() -> None:
             view_every_s=args.view_every,
             sample_every_s=args.sample_every,
             wall_limit_s=args.wall_limit,
+            view_range=args.view_range,
         )
     v = verdict(soak, args.warmup_hours)
     wall = soak.samples[-1].wall_s
     print(f"agent on {args.gpus} simulated GPUs every {args.interval:g} s at {args.speed:g}× for "
           f"{v['sim_hours']:.1f} simulated hours in {wall / 60:.1f} min; /metrics every "
-          f"{args.scrape_every:g} s and /api/now + /api/fleet every {args.view_every:g} s (wall); "
+          f"{args.scrape_every:g} s and /api/now + /api/fleet (range {args.view_range or '6h'}) "
+          f"every {args.view_every:g} s (wall); "
           f"{soak.requests} requests, {len(soak.failures)} failed; exit code {soak.exit_code}; "
           f"load average {os.getloadavg()[0]:.1f}\n")  # fmt: skip
     print("| sim h | wall min | RSS MB | open fds | segments | behind pace s | missed ticks |")

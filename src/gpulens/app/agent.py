@@ -67,6 +67,9 @@ MIN_WALL_WAIT_S = 1.0
 #: store is local; DuckDB's external file cache would keep what every analysis read, up to its
 #: memory limit, for as long as someone views the dashboard)
 STORE_SETTINGS = ("SET enable_external_file_cache = false",)
+#: the longest the agent keeps one store connection, in seconds (AgentContext.store_max_age_s)
+STORE_MAX_AGE_S = 600.0
+STORE_MIN_AGE_S = 30.0  # under --speed, on the wall clock
 #: glibc malloc arenas the agent's threads share (glibc makes up to 8 per core; each keeps
 #: the memory freed in it)
 MALLOC_ARENAS = 2
@@ -114,8 +117,14 @@ class AgentContext:
     )
     exposition: Callable[[], bytes] | None = None  # /metrics text; empty without it
     last_view: float | None = None  # time.monotonic() of the last dashboard request
+    #: the store's connection is opened anew when it is older than this (seconds): what a
+    #: connection keeps per file it has seen (schemas, DuckDB's state) would otherwise grow
+    #: with every segment written and merged for as long as someone keeps viewing
+    store_max_age_s: float = STORE_MAX_AGE_S
     _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _store: Store | None = field(default=None, repr=False)
+    _store_opened: float = field(default=0.0, repr=False)
+    store_opens: int = field(default=0, repr=False)  # connections opened so far
 
     def viewed(self) -> None:
         """A dashboard page or API request came in (the findings pass runs at full pace)."""
@@ -131,9 +140,17 @@ class AgentContext:
             return fn(self._open())
 
     def _open(self) -> Store:
-        """The shared Store, opened when needed (called with the store lock held)."""
+        """The shared Store, opened when needed or too old (called with the store lock
+        held)."""
+        if self._store is not None and (
+            time.monotonic() - self._store_opened > self.store_max_age_s
+        ):
+            self._store.close()
+            self._store = None
         if self._store is None:
             self._store = Store(self.data_dir)
+            self._store_opened = time.monotonic()
+            self.store_opens += 1
             for setting in STORE_SETTINGS:
                 with contextlib.suppress(StoreError):  # a DuckDB that has no such setting
                     self._store.query(setting)
@@ -219,6 +236,7 @@ class Agent:
         self.stop = threading.Event()
         self.errors: list[str] = []
         self.speed = float(getattr(clock, "speed", 1.0))  # a PacedClock's pace, else 1
+        ctx.store_max_age_s = self._wall(STORE_MAX_AGE_S, STORE_MIN_AGE_S)  # paced: sooner
         self._paced_from: tuple[float, int] | None = None  # (monotonic, clock ns) at start
         self._scheduler: Scheduler | None = None
         self._threads: list[threading.Thread] = []
