@@ -6,7 +6,8 @@ time (`time.process_time()`: every thread, the tracker's writer thread included)
 1. `wrap + step`: a loop over ready batches that does nothing else, wrapped and stepped;
 2. `wrap + step + hooks`: a tiny model's forward and optimizer step each step, with the
    tracker's module and optimizer hooks (`model=`, `optimizer=`);
-3. `disabled`: case 2 with GPULENS_DISABLE=1 (a run that does nothing);
+3. `disabled`: case 1 with GPULENS_DISABLE=1 (a run that does nothing: what remains is the
+   call of its empty `step()`);
 4. `50 ms steps`: steps that wait 50 ms (sleep: no CPU of their own), tracked with a reading
    every second and a flush every 2 s: the tracker's CPU, writer thread and Parquet flushes
    included, as a share of the step time.
@@ -96,26 +97,29 @@ def main() -> None:
     def tracked(**kw: object) -> Callable[[], gt.Run | gt.NullRun]:
         return lambda: gt.start("bench", tmp / "store", **kw)  # type: ignore[arg-type]
 
+    def cell(values: list[float], unit: str, digits: int = 2) -> str:
+        median = statistics.median(values)
+        return f"{median:.{digits}f} {unit} ({min(values):.{digits}f} to {max(values):.{digits}f})"
+
     rows: list[tuple[str, str, str]] = []
     per_step = [d / args.steps * 1e6 for d in _pairs(empty, tracked(), args.runs)]
-    rows.append(("wrap + step", f"{statistics.median(per_step):.2f} µs", "≤ 50 µs"))
+    rows.append(("wrap + step", cell(per_step, "µs"), "≤ 50 µs"))
     hooks = tracked(model=model, optimizer=opt)
     per_step = [d / args.steps * 1e6 for d in _pairs(model_step, hooks, args.runs)]
-    rows.append(("wrap + step + hooks", f"{statistics.median(per_step):.2f} µs", "≤ 50 µs"))
+    rows.append(("wrap + step + hooks", cell(per_step, "µs"), "≤ 50 µs"))
     os.environ["GPULENS_DISABLE"] = "1"
     try:
-        off = [d / args.steps * 1e6 for d in _pairs(model_step, hooks, args.runs)]
+        off = [d / args.steps * 1e6 for d in _pairs(empty, tracked(), args.runs)]
     finally:
         del os.environ["GPULENS_DISABLE"]
-    rows.append(("disabled (GPULENS_DISABLE=1)", f"{statistics.median(off):.2f} µs", "0"))
+    rows.append(("disabled (GPULENS_DISABLE=1)", cell(off, "µs"), "nothing"))
     slow_runs = max(1, args.runs // 2)
     shares = [
         d / (args.slow_steps * 0.05) * 100
         for d in _pairs(slow, tracked(interval_s=1.0, flush_s=2.0), slow_runs)
     ]
-    rows.append(("50 ms steps, writer and flushes included", f"{statistics.median(shares):.3f} %",
-                 "≤ 1 %"))  # fmt: skip
-    print(f"| case | tracker CPU per step (median of {args.runs} pairs) | target |")
+    rows.append(("50 ms steps, writer and flushes included", cell(shares, "%", 3), "≤ 1 %"))
+    print(f"| case | tracker CPU per step, median (range) of {args.runs} pairs | target |")
     print("|---|---|---|")
     for name, value, target in rows:
         print(f"| {name} | {value} | {target} |")
