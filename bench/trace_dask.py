@@ -25,9 +25,10 @@ executor's run is compared with the in-process one (same bytes).
 --keep` leaves): its in-process peak RSS against the worker's peak on a fresh 1-worker cluster,
 which is what a worker needs per rank once Dask's own footprint is small beside the trace.
 
-This machine has 2 cores: runs with more workers than cores are measured (oversubscribed) and
-also projected from the measured 1-worker run (Amdahl: the client's serial part, measured,
-plus the per-rank part divided by the workers).
+This machine has 2 cores: runs with more workers than cores are measured (oversubscribed), and
+wall times on W workers with a core each are projected from the 1-worker run: the client's
+serial part (its wall time after the last rank came back) plus the workers' CPU seconds ÷ W.
+CPU seconds (user + system) are counted for the client and, on Dask, for the workers.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -110,18 +112,18 @@ def status(key):  # this process's memory (kB in /proc/self/status), MiB; VmHWM:
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith(key + ":")) / 1024
 before = status("VmRSS")
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 outcomes = chosen.run(tasks)
 ranked = time.perf_counter()
 job = combine(outcomes)
 del outcomes
 analysed = time.perf_counter()
 text = to_json(build_view(job))
-done = time.perf_counter()
+done, cpu = time.perf_counter(), time.process_time() - cpu
 with open(out, "w") as f:
     f.write(text)
 print(json.dumps({
-    "wall_s": done - start, "ranks_s": ranked - start, "serial_s": done - ranked,
+    "wall_s": done - start, "ranks_s": ranked - start, "serial_s": done - ranked, "cpu_s": cpu,
     "before_mib": before, "peak_mib": status("VmHWM"),
     "ranks": len(job.analyses), "failed": len(job.failures),
 }))
@@ -164,10 +166,26 @@ def _median(rows: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in rows))
 
 
-def measure(spec: str, files: list[Path], runs: int, out: Path) -> dict[str, Any]:
+def _worker_cpu(cluster: Any) -> float:
+    """CPU seconds (user + system) the cluster's worker processes have used so far."""
+    import distributed
+
+    def used() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    with distributed.Client(cluster, set_as_default=False) as c:
+        return float(sum(c.run(used).values()))
+
+
+def measure(
+    spec: str, files: list[Path], runs: int, out: Path, cluster: Any = None
+) -> dict[str, Any]:
     rows = []
     for _ in range(runs):
+        before = _worker_cpu(cluster) if cluster is not None else 0.0
         rows.append(client(spec, files, out))
+        rows[-1]["worker_cpu_s"] = _worker_cpu(cluster) - before if cluster is not None else 0.0
         print(
             f"  {spec} {len(files)} ranks: {rows[-1]['wall_s']:.2f} s (load {_load()})",
             file=sys.stderr,
@@ -177,6 +195,8 @@ def measure(spec: str, files: list[Path], runs: int, out: Path) -> dict[str, Any
         "wall_s": _median(rows, "wall_s"),
         "walls": [round(r["wall_s"], 2) for r in rows],
         "serial_s": _median(rows, "serial_s"),
+        "cpu_s": _median(rows, "cpu_s"),
+        "worker_cpu_s": _median(rows, "worker_cpu_s"),
         "before_mib": _median(rows, "before_mib"),
         "peak_mib": _median(rows, "peak_mib"),
         "digest": digests.pop() if len(digests) == 1 else "differs between runs",
@@ -280,9 +300,9 @@ def main() -> None:
         for w in workers:
             with _cluster(w) as cluster:
                 spec = "dask://" + cluster.scheduler_address.removeprefix("tcp://")
-                results[f"dask {w}"] = measure(spec, files, args.runs, out)
+                results[f"dask {w}"] = measure(spec, files, args.runs, out, cluster)
                 if w == workers[0]:
-                    results[f"dask {w} small"] = measure(spec, small, 1, out)
+                    results[f"dask {w} small"] = measure(spec, small, 1, out, cluster)
                 peaks[w] = _worker_peaks(cluster)
         report(args, files, size, results, peaks, alone_peak, largest)
     finally:
@@ -306,18 +326,20 @@ def report(
         f"medians of {args.runs} runs\n"
     )
     print(
-        "| executor | wall s (runs) | client RSS before MiB | client peak MiB | "
-        "client growth per rank KiB | JSON same as in-process |"
+        "| executor | wall s (runs) | CPU s: client + workers | client RSS before MiB | "
+        "client peak MiB | client growth per rank KiB | JSON same as in-process |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for name, r in results.items():
         if name.endswith("small"):
             continue
         growth = (r["peak_mib"] - r["before_mib"]) * 1024 / r["ranks"]
         same = "yes" if r["digest"] == local["digest"] else "NO"
+        workers = f"{r['worker_cpu_s']:.1f}" if name.startswith("dask") else "-"
         print(
             f"| {name} | {r['wall_s']:.2f} ({', '.join(map(str, r['walls']))}) | "
-            f"{r['before_mib']:.0f} | {r['peak_mib']:.0f} | {growth:.0f} | {same} |"
+            f"{r['cpu_s']:.1f} + {workers} | {r['before_mib']:.0f} | {r['peak_mib']:.0f} | "
+            f"{growth:.0f} | {same} |"
         )
     print(
         "\nClient growth per rank between the two job sizes (peak at "
@@ -337,14 +359,14 @@ def report(
             f"(max {max(p) / alone_peak:.2f}× the largest rank in process)"
         )
     one = results[f"dask {args.workers.split(',')[0]}"]
-    serial = one["serial_s"]
+    serial, per_rank = one["serial_s"], one["worker_cpu_s"]
     print(
-        "\nProjected wall time on W workers with a core each (Amdahl from the 1-worker run: "
-        f"serial part = the client's cross-rank analysis and JSON, {serial:.2f} s; the rest "
-        "divided by W):"
+        "\nProjected wall time on W workers with a core each, from the 1-worker run: the "
+        f"client's serial part (cross-rank analysis and JSON, {serial:.2f} s wall) + the "
+        f"workers' CPU ({per_rank:.1f} s, {per_rank / n:.3f} s a rank) ÷ W:"
     )
-    for w in (1, 2, 4, 8, 16, 32):
-        print(f"- {w}: {serial + (one['wall_s'] - serial) / w:.1f} s")
+    for w in (1, 2, 4, 8, 16, 32, 64):
+        print(f"- {w}: {serial + per_rank / w:.1f} s")
 
 
 if __name__ == "__main__":
