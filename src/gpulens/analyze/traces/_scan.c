@@ -139,6 +139,20 @@ static inline uint64_t special8(const char *p) {
 #define SKIP_PLAIN 1
 #endif
 
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#define SKIP_SSE2 1
+/* The same for 16 bytes: bit k set when byte k is '"', '\\' or below 0x20. */
+static inline unsigned special16(const char *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i quote = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i slash = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    /* unsigned v < 0x20  <=>  max(v, 0x1F) == 0x1F */
+    __m128i control = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1F)), _mm_set1_epi8(0x1F));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, slash), control));
+}
+#endif
+
 /* A string at `pos` (at its opening quote): its raw span (without quotes) and whether it has
  * escapes. Checks JSON string rules except UTF-8 (decoded later, only where read). */
 static int lex_string(Scanner *s, Py_ssize_t *start, Py_ssize_t *len, int *escaped) {
@@ -149,6 +163,17 @@ static int lex_string(Scanner *s, Py_ssize_t *start, Py_ssize_t *len, int *escap
     *escaped = 0;
     *start = i;
     while (i < s->end) {
+#ifdef SKIP_SSE2
+        /* sixteen bytes at a time to the next '"', '\\' or control byte */
+        if (i + 16 <= s->end) {
+            unsigned found = special16(s->text + i);
+            if (!found) {
+                i += 16;
+                continue;
+            }
+            i += __builtin_ctz(found);
+        } else
+#endif
 #ifdef SKIP_PLAIN
         /* eight bytes at a time to the next '"', '\\' or control byte */
         if (i + 8 <= s->end) {
@@ -1129,6 +1154,59 @@ static PyObject *non_space(PyObject *module, PyObject *const *args, Py_ssize_t n
     return PyLong_FromSsize_t(i);
 }
 
+/* The distinct values of an int32 buffer of string indices (-1: absent, else below
+ * n_strings), in the order they first appear: one pass, no sort. */
+static PyObject *first_seen(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "first_seen(codes, n_strings)");
+        return NULL;
+    }
+    Py_ssize_t n_strings = PyLong_AsSsize_t(args[1]);
+    if (n_strings < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "n_strings must not be negative");
+        }
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const int32_t *codes = (const int32_t *)view.buf;
+    Py_ssize_t n = view.len / (Py_ssize_t)sizeof(int32_t);
+    char *seen = PyMem_Calloc((size_t)n_strings + 1, 1);
+    PyObject *out = PyList_New(0);
+    if (seen == NULL || out == NULL) {
+        PyMem_Free(seen);
+        Py_XDECREF(out);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t code = codes[i];
+        if (code < -1 || code >= n_strings) {
+            PyErr_SetString(PyExc_ValueError, "a string index outside the table");
+            Py_CLEAR(out);
+            break;
+        }
+        if (seen[code + 1]) {
+            continue;
+        }
+        seen[code + 1] = 1;
+        PyObject *value = PyLong_FromLong(code);
+        if (value == NULL || PyList_Append(out, value) < 0) {
+            Py_XDECREF(value);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(value);
+    }
+    PyMem_Free(seen);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"non_space", (PyCFunction)(void (*)(void))non_space, METH_FASTCALL,
      "non_space(text, start, end) -> the first offset that is not whitespace (end if none)."},
@@ -1140,6 +1218,8 @@ static PyMethodDef methods[] = {
     {"members", (PyCFunction)(void (*)(void))members, METH_FASTCALL,
      "members(text, start, end, max_nesting, max_string) -> (status, offset, keys): see the "
      "source."},
+    {"first_seen", (PyCFunction)(void (*)(void))first_seen, METH_FASTCALL,
+     "first_seen(codes, n_strings) -> the distinct int32 codes in order of first appearance."},
     {"value_end", (PyCFunction)(void (*)(void))value_end, METH_FASTCALL,
      "value_end(text, start, end, max_nesting, max_string) -> offset after the value, or -1."},
     {NULL, NULL, 0, NULL},

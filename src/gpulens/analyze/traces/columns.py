@@ -42,6 +42,12 @@ from gpulens.analyze.traces.times import (
 )
 from gpulens.errors import TraceFormatError
 
+_first_seen: Callable[[Any, int], list[int]] | None
+try:  # the C scanner's one-pass first-seen order (its slices are the only callers)
+    from gpulens.analyze.traces._scan import first_seen as _first_seen
+except ImportError:  # pragma: no cover - built without a C compiler
+    _first_seen = None
+
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _META = len(PHASES)
 _FLOW_PHASES = {"s": 0, "f": 1, "t": 2}
@@ -158,8 +164,11 @@ def _table_codes(
     strings: list[str], local: Array, table: dict[str, int], intern: Callable[..., Array]
 ) -> Array:
     """Codes into `table` of scanned string indices (-1: absent), interned in first-seen order."""
-    seen, first = np.unique(local, return_index=True)
-    in_order = seen[np.argsort(first, kind="stable")].tolist()
+    if _first_seen is not None:
+        in_order = _first_seen(np.ascontiguousarray(local, dtype=np.int32).data, len(strings))
+    else:
+        seen, first = np.unique(local, return_index=True)
+        in_order = seen[np.argsort(first, kind="stable")].tolist()
     codes = np.full(len(strings) + 1, -1, dtype=np.int32)  # the last entry serves index -1
     values = [strings[i] if i >= 0 else None for i in in_order]
     codes[in_order] = intern(values, table)
