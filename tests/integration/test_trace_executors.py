@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from trace_executor_cases import HTA, TRACES, cases, multi_rank_files, reference_json
 
-from gpulens.app.trace_executors import LocalExecutor, ProcessExecutor, executor
+from gpulens.app.trace_executors import POOL_MIN_BYTES, LocalExecutor, ProcessExecutor, executor
 from gpulens.app.trace_rank import RankTask, analyse_rank
 from gpulens.app.traces import analyze_files, trace_files, trace_limits
 from gpulens.errors import ConfigError, TraceFormatError
@@ -56,10 +56,12 @@ def test_executor_equals_single_process(
     assert to_json(build_view(job)) == references[case]
 
 
-def test_the_default_picks_by_file_count() -> None:
+def test_the_default_picks_by_file_count_and_size() -> None:
     assert isinstance(executor(None, 1), LocalExecutor)
     pool = executor(None, 64)
     assert isinstance(pool, ProcessExecutor) and 1 <= pool.workers <= (os.cpu_count() or 1)
+    assert executor(None, 64, 1 << 30) == pool
+    assert executor(None, 64, POOL_MIN_BYTES - 1) == LocalExecutor()  # a pool costs more
     assert executor("processes:3", 1) == ProcessExecutor(3)
     assert executor("local", 64) == LocalExecutor()
 

@@ -13,7 +13,8 @@ process and its memory grows with the summaries, not the traces.
 * `processes:N` (or `processes`: one per core): a pool of N local worker processes, started
   by a fork server (so a caller with threads, such as the dashboard, can use it too);
 * `dask://HOST:PORT`: the Dask distributed scheduler at HOST:PORT (needs the `dask` extra);
-* `auto` (the default): `local` for one file, else a process pool of
+* `auto` (the default): `local` for one file, or for files of less than `POOL_MIN_BYTES` in
+  all (starting the pool would cost more than it saves), else a process pool of
   min(files, cores) workers.
 """
 
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 EXECUTOR_HELP = "local, processes:N or dask://HOST:PORT"
+POOL_MIN_BYTES = 8 * 1024 * 1024  # of trace files (gzip or JSON): ~0.5 s of analysis or more
 
 
 class TraceExecutor(Protocol):
@@ -95,12 +97,15 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def executor(spec: str | None, n_files: int) -> TraceExecutor:
-    """The executor `spec` names (`--executor`, module docstring); ConfigError quoting a bad
-    one."""
+def executor(spec: str | None, n_files: int, total_bytes: int | None = None) -> TraceExecutor:
+    """The executor `spec` names (`--executor`, module docstring), for `n_files` files of
+    `total_bytes` (None: unknown); ConfigError quoting a bad one."""
     text = (spec or "auto").strip()
     if text == "auto":
-        return LocalExecutor() if n_files <= 1 else ProcessExecutor(min(n_files, _cores()))
+        small = total_bytes is not None and total_bytes < POOL_MIN_BYTES
+        if n_files <= 1 or small:
+            return LocalExecutor()
+        return ProcessExecutor(min(n_files, _cores()))
     if text == "local":
         return LocalExecutor()
     if text == "processes" or text.startswith("processes:"):

@@ -241,6 +241,17 @@ def analyze_files(
     return combine(outcomes, hta_window=hta_window)
 
 
+def _total_bytes(files: Sequence[str]) -> int | None:
+    """The files' size in all; None when one is a URL or cannot be read (the executor then
+    does not choose by size)."""
+    if any("://" in f for f in files):
+        return None
+    try:
+        return sum(os.stat(f).st_size for f in files)  # noqa: PTH116 - no pathlib (see above)
+    except OSError:
+        return None
+
+
 def _where(path: PathLike) -> str:
     """`path` as a worker elsewhere opens it: a URL as it is, a path made absolute."""
     p = os.fspath(path)
@@ -256,10 +267,10 @@ def analyze_paths(
 ) -> TraceJob:
     """`analyze_files` over the trace files of `paths` (files, or directories of rank files).
     `executor`: an executor, or its `--executor` spec (default `auto`: in this process for one
-    file, else a local process pool)."""
+    file or a few MB of them, else a local process pool)."""
     files = trace_files(paths)
     if executor is None or isinstance(executor, str):
         from gpulens.app.trace_executors import executor as named
 
-        executor = named(executor, len(files))
+        executor = named(executor, len(files), _total_bytes(files))
     return analyze_files(files, hta_window=hta_window, limits=limits, executor=executor)
