@@ -14,6 +14,7 @@ step time, data wait and throughput are. Keras does not tell callbacks the batch
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ keras = need(
     "keras", "gpulens.integrations.keras", "pip install keras torch, with KERAS_BACKEND=torch"
 )
 from gpulens.torch.run import NullRun, Run, start  # noqa: E402
+
+log = logging.getLogger("gpulens.torch")
 
 
 class GpulensCallback(keras.callbacks.Callback):  # type: ignore[misc,name-defined]
@@ -44,11 +47,13 @@ class GpulensCallback(keras.callbacks.Callback):  # type: ignore[misc,name-defin
         self.run: Run | NullRun | None = None
 
     def on_train_begin(self, logs: Any = None) -> None:
-        if keras.backend.backend() != "torch":
-            raise RuntimeError(
-                "gpulens.integrations.keras needs Keras's torch backend, got "
-                f"{keras.backend.backend()!r}: set KERAS_BACKEND=torch before importing keras"
+        if keras.backend.backend() != "torch":  # say so once, never stop the fit
+            log.warning(
+                "gpulens: the Keras callback needs Keras's torch backend, got %r (set "
+                "KERAS_BACKEND=torch before importing keras): nothing is recorded",
+                keras.backend.backend(),
             )
+            return
         if self.run is not None:
             self.run.close()
         options = {"source": "gpulens.keras", "device": self._device(), **self.options}
