@@ -59,7 +59,10 @@ def _serve(port_queue: Any) -> None:
 
     moto = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
-    counts = {"requests": 0, "gets": 0, "ranged_gets": 0, "bytes_sent": 0, "puts": 0}
+    counts = dict.fromkeys(
+        ("requests", "gets", "ranged_gets", "lists", "heads", "puts", "posts", "deletes",
+         "bytes_sent"), 0
+    )  # fmt: skip
 
     def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == COUNTS_PATH:
@@ -70,11 +73,16 @@ def _serve(port_queue: Any) -> None:
             start("200 OK", [("Content-Type", "application/json")])
             return [body]
         method = environ.get("REQUEST_METHOD")
+        listing = method == "GET" and "list-type" in environ.get("QUERY_STRING", "")
         with lock:
             counts["requests"] += 1
-            counts["gets"] += method == "GET"
+            counts["lists"] += listing
+            counts["gets"] += method == "GET" and not listing
             counts["ranged_gets"] += method == "GET" and "HTTP_RANGE" in environ
+            counts["heads"] += method == "HEAD"
             counts["puts"] += method == "PUT"
+            counts["posts"] += method == "POST"
+            counts["deletes"] += method == "DELETE"
 
         def counted(chunks: Iterable[bytes]) -> Iterator[bytes]:
             for chunk in chunks:
@@ -137,6 +145,48 @@ def timed_report(where: str | Path) -> tuple[float, int]:
         t0 = time.perf_counter()
         view = analyse(store)
         return time.perf_counter() - t0, int(view.totals.get("gpus") or 0)
+
+
+def agent_requests(endpoint: str, url: str, minutes: int, flush_s: float) -> dict[str, Any]:
+    """What one 8-GPU node's recording costs in requests: the real pipeline (simulated NVML
+    binding, scheduler, writer) for `minutes` simulated minutes, flushing every `flush_s`, then
+    one maintenance pass as the agent runs it; counted on the server."""
+    import math
+
+    from gpulens.app import session
+    from gpulens.clock import FakeClock, PacedClock
+    from gpulens.config import load_config
+    from gpulens.pipeline.rates import RateStage
+    from gpulens.pipeline.scheduler import Scheduler
+    from gpulens.store import SegmentWriter, maintain
+
+    cfg = load_config(overrides={"data_dir": url, "simulated.hosts": 1,
+                                 "simulated.gpus_per_host": 8})  # fmt: skip
+    start = 1_764_547_200 * 10**9  # 2025-12-01 00:00 UTC
+    clock = PacedClock(start_ns=start, speed=math.inf)
+    fleet = session.simulated_fleet(cfg, start)
+    collectors = session.fleet_collectors(fleet, clock)
+    writer = SegmentWriter(cfg.data_dir, fleet.hosts[0], flush_seconds=flush_s, clock=clock)
+    scheduler = Scheduler(collectors, writer, clock, interval_s=1.0, rates=RateStage())
+    counts(endpoint, reset=True)
+    try:
+        scheduler.run(duration_s=minutes * 60.0)
+    finally:
+        writer.close()
+        for c in collectors:
+            c.close()
+        scheduler.close()
+    record = counts(endpoint, reset=True)
+    end = start + minutes * 60 * 10**9
+    for later in (0, 120):  # the pass that merges, then the one that deletes the inputs
+        maintain(cfg.data_dir, keep_days=30, compact_min_age_seconds=60.0,
+                 clock=FakeClock(end + later * 10**9), host=fleet.hosts[0])  # fmt: skip
+    return {
+        "record": record,
+        "maintain": counts(endpoint, reset=True),
+        "flushes": max(1, int(minutes * 60 / flush_s)),
+        "stored": bucket_bytes(cfg.data_dir.fs, cfg.data_dir.key),
+    }  # type: ignore[union-attr]
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -206,6 +256,7 @@ def main() -> None:
         load1 = os.getloadavg()[0]
         gpu_bytes = bucket_bytes(fs, "bench/store/gpu")
         all_bytes = bucket_bytes(fs, "bench/store")
+        node = agent_requests(endpoint, "s3://bench/node", 30, 60.0)
     finally:
         server.terminate()
         shutil.rmtree(work, ignore_errors=True)
@@ -243,6 +294,14 @@ def main() -> None:
     print(f"| hourly rollup on S3: bytes fetched / gpu bytes stored | {rollup_bytes / mb:.0f} MB "
           f"/ {gpu_bytes / mb:.0f} MB ({rollup_bytes / gpu_bytes:.0%}); column pruning saves "
           f"{(gpu_bytes - rollup_bytes) / mb:.0f} MB |")  # fmt: skip
+    rec, mnt, flushes = node["record"], node["maintain"], node["flushes"]
+    print(f"| one 8-GPU node, 30 simulated min, flush every 60 s: uploads (PUT + POST) per "
+          f"flush | {(rec['puts'] + rec['posts']) / flushes:.1f} |")  # fmt: skip
+    print(f"| same: two maintenance passes (one merges today's segments, the next deletes "
+          f"them), requests: LIST / "
+          f"GET+HEAD / PUT+POST / DELETE | {mnt['lists']} / {mnt['gets'] + mnt['heads']} / "
+          f"{mnt['puts'] + mnt['posts']} / {mnt['deletes']} |")  # fmt: skip
+    print(f"| same: bytes stored after the pass | {node['stored'] / mb:.1f} MB |")
 
 
 if __name__ == "__main__":

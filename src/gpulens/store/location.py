@@ -280,7 +280,9 @@ def s3_settings(options: Mapping[str, str | None]) -> dict[str, str]:
 def s3_filesystem(options: Mapping[str, str | None]) -> pafs.S3FileSystem:
     """pyarrow's S3 filesystem for the endpoint and credentials in force (`s3_settings`)."""
     s = s3_settings(options)
-    kwargs: dict[str, object] = {}
+    # delayed open: an object smaller than one part goes up as one PUT, not the three requests
+    # of a multipart upload (create, part, complete); larger ones stay multipart
+    kwargs: dict[str, object] = {"allow_delayed_open": True}
     endpoint = s.get("aws_endpoint_url")
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
