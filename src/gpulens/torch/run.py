@@ -31,10 +31,10 @@ from typing import Any, TypeVar
 import torch
 
 from gpulens.collect.procs.parse import environ_labels, parse_environ
-from gpulens.errors import ConfigError, StoreError
+from gpulens.config import Config, load_config
+from gpulens.errors import ConfigError, GpulensError, StoreError
 from gpulens.model import FrozenLabels, Kind, Reading
 from gpulens.store import SegmentWriter
-from gpulens.store.location import StorePath
 from gpulens.torch.device import Device, find_device, memory_values
 from gpulens.torch.flops import FlopCount, peak_flops, precision_of
 from gpulens.torch.loader import WorkerCpu, Wrapped, worker_pids
@@ -109,7 +109,9 @@ class Run:
             raise ConfigError(f"gpulens.torch.track: {exc}") from None
         self.job = job or default_job()
         self.run_id = run_id or os.environ.get(ENV_RUN) or _new_run_id()
-        self.data_dir = _data_dir(data_dir)
+        cfg = _config(data_dir)
+        self.data_dir = cfg.data_dir
+        self.host = str(cfg.get("host") or socket.gethostname())
         self.interval_s = interval_s
         self.device: Device = find_device(model, device)
         self.precision = precision
@@ -138,7 +140,7 @@ class Run:
 
     def _labels(self, source: str, extra: Mapping[str, str] | None) -> dict[str, str]:
         out = {
-            "host": socket.gethostname(),
+            "host": self.host,
             "pid": str(os.getpid()),
             "job_id": self.job,
             "run_id": self.run_id,
@@ -370,7 +372,11 @@ def start(
     The callbacks use this; scripts use `track()`."""
     if disabled():
         return NullRun()
-    return Run(job, data_dir, model, optimizer, **options)
+    try:
+        return Run(job, data_dir, model, optimizer, **options)
+    except Unavailable as exc:
+        log.warning("gpulens: not tracking this run (training goes on): %s", exc)
+        return NullRun()
 
 
 @contextmanager
@@ -404,10 +410,18 @@ def _new_run_id() -> str:
     return os.environ.get("TORCHELASTIC_RUN_ID") or f"{stamp}-{os.getpid()}"
 
 
-def _data_dir(data_dir: str | Path | None) -> StorePath:
-    """`data_dir` (a path, or an object-store URL with the store.* settings), else the
-    data_dir setting (GPULENS_DATA_DIR, else gpulens' default): the agent's store."""
-    from gpulens.config import load_config
+class Unavailable(Exception):
+    """The tracker cannot start here (its configuration or store): the run is not tracked."""
 
+
+def _config(data_dir: str | Path | None) -> Config:
+    """The settings with `data_dir` (a path, or an object-store URL with the store.* settings)
+    or, without it, the data_dir setting (GPULENS_DATA_DIR, else gpulens' default): the
+    agent's store, and the host name the agent writes."""
     overrides = {"data_dir": str(data_dir)} if data_dir is not None else None
-    return load_config(overrides=overrides).data_dir
+    try:
+        cfg = load_config(overrides=overrides)
+        cfg.data_dir  # noqa: B018  (opens an object-store location: fails here, not later)
+    except GpulensError as exc:
+        raise Unavailable(str(exc)) from exc
+    return cfg

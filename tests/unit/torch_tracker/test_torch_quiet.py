@@ -114,3 +114,16 @@ def test_without_torch_gpulens_and_its_report_work(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Training: the framework's own timing" in out.stdout
     assert "steps                           3" in out.stdout
+
+
+def test_a_bad_configuration_leaves_the_run_untracked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("GPULENS_COLLECT_INTERVAL_SECONDS", "not-a-number")
+    caplog.set_level(logging.WARNING, logger="gpulens.torch")
+    with gt.track(job="j", data_dir=tmp_path / "store") as run:
+        run.step()
+    assert isinstance(run, gt.NullRun)
+    [said] = [r.getMessage() for r in caplog.records if r.name == "gpulens.torch"]
+    assert "not tracking this run" in said and "GPULENS_COLLECT_INTERVAL_SECONDS" in said
+    assert not (tmp_path / "store").exists()
