@@ -106,8 +106,10 @@ def off_peak_plan(
     level = lowest_level(d, b)
     dd, bb = np.nan_to_num(d), np.nan_to_num(b)
     moved = np.minimum(bb, np.maximum(dd - level, 0.0))
-    busy = tuple((h // 24, h % 24) for h in np.flatnonzero(moved > 1e-9))
-    quiet = tuple((h // 24, h % 24) for h in np.flatnonzero((level - dd > 1e-9) & ~np.isnan(d)))
+    busy = tuple((int(h) // 24, int(h) % 24) for h in np.flatnonzero(moved > 1e-9))
+    quiet = tuple(
+        (int(h) // 24, int(h) % 24) for h in np.flatnonzero((level - dd > 1e-9) & ~np.isnan(d))
+    )
     peak = float(np.nanmax(d)) if (~np.isnan(d)).any() else float("nan")
     return OffPeakPlan(
         heat=d.reshape(7, 24),
