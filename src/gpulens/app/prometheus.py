@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -237,44 +238,47 @@ def allocation_sequence(prom: PromRange, node_queues: Mapping[str, str]) -> pa.T
     no queue are `(no queue)`) and step: GPUs reporting (total), GPUs a job or pod held (in
     use; null when no series names a holder), pending unknown."""
     gpu, proc = prom.tables.gpu, prom.tables.process
-    if gpu.num_rows == 0:
+    if gpu.num_rows == 0 or "gpu_uuid" not in gpu.column_names:
         return SEQUENCE_SCHEMA.empty_table()
-    key = pc.binary_join_element_wise(
-        pc.cast(gpu["ts"], pa.string()), pc.fill_null(gpu["gpu_uuid"], ""), "|"
-    )
-    held = None
-    if proc.num_rows:
-        held_keys = pc.unique(
-            pc.binary_join_element_wise(
-                pc.cast(proc["ts"], pa.string()), pc.fill_null(proc["gpu_uuid"], ""), "|"
-            )
-        )
-        held = pc.cast(pc.is_in(key, held_keys), pa.float64())
-    hosts = gpu["host"].to_pylist() if "host" in gpu.column_names else [None] * gpu.num_rows
-    queues = pa.array([node_queues.get(str(h), UNMAPPED_QUEUE) for h in hosts], pa.string())
+    rows = pa.table({"ts": gpu["ts"], "gpu_uuid": _text(gpu["gpu_uuid"]),
+                     "host": _text(gpu["host"]) if "host" in gpu.column_names
+                     else pa.nulls(gpu.num_rows, pa.string())})  # fmt: skip
+    known = proc.num_rows > 0
+    if known:
+        held = pa.table({"ts": proc["ts"], "gpu_uuid": _text(proc["gpu_uuid"])})
+        held = held.group_by(["ts", "gpu_uuid"]).aggregate([])
+        held = held.append_column(IN_USE, pa.array(np.ones(held.num_rows)))
+        rows = rows.join(held, keys=["ts", "gpu_uuid"], join_type="left outer")
+    hosts = pc.unique(rows["host"])
+    queues = pa.array([node_queues.get(str(h), UNMAPPED_QUEUE) for h in hosts.to_pylist()])
     t = pa.table(
         {
-            TS: pc.divide(gpu["ts"], NS),
-            QUEUE: queues,
-            TOTAL: pa.array([1.0] * gpu.num_rows),
-            IN_USE: held if held is not None else pa.nulls(gpu.num_rows, pa.float64()),
+            TS: pc.divide(rows["ts"], NS),
+            QUEUE: queues.take(pc.index_in(rows["host"], hosts)),
+            TOTAL: pa.array(np.ones(rows.num_rows)),
+            IN_USE: pc.fill_null(rows[IN_USE], 0.0) if known else pa.array(np.ones(rows.num_rows)),
         }
     )
     grouped = t.group_by([TS, QUEUE]).aggregate([(TOTAL, "sum"), (IN_USE, "sum")])
-    in_use = grouped[f"{IN_USE}_sum"]
-    if held is None:
-        in_use = pa.nulls(grouped.num_rows, pa.float64())
+    n = grouped.num_rows
     out = pa.table(
         {
             TS: pc.cast(grouped[TS], pa.int64()),
             QUEUE: grouped[QUEUE],
             TOTAL: grouped[f"{TOTAL}_sum"],
-            IN_USE: in_use,
-            PENDING: pa.nulls(grouped.num_rows, pa.float64()),
+            IN_USE: grouped[f"{IN_USE}_sum"] if known else pa.nulls(n, pa.float64()),
+            PENDING: pa.nulls(n, pa.float64()),
         },
         schema=SEQUENCE_SCHEMA,
     )
     return out.sort_by([(QUEUE, "ascending"), (TS, "ascending")])
+
+
+def _text(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A label column as plain strings (dictionary-encoded ones decoded)."""
+    if pa.types.is_dictionary(column.type):
+        return pc.cast(column, pa.string())
+    return column
 
 
 __all__ = ["IngestSummary", "Pulled", "fleet_window", "ingest", "pulled", "report", "source"]

@@ -15,6 +15,7 @@ without its password and says what to do.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -100,6 +101,7 @@ class PrometheusClient:
         self.transfer = transfer or Transfer()
         self.requests = 0
         self.bytes_read = 0
+        self._count = threading.Lock()
         self._sleep = sleep
         self._client = httpx.Client(
             transport=transport,
@@ -187,7 +189,8 @@ class PrometheusClient:
         url = self.base + path
         cutoff = Cutoff(t.timeout_s)
         size = 0
-        self.requests += 1
+        with self._count:
+            self.requests += 1
         try:
             with self._client.stream(
                 "GET", url, params=params, timeout=httpx.Timeout(t.timeout_s),
@@ -215,7 +218,8 @@ class PrometheusClient:
             ) from None
         finally:
             cutoff.cancel()
-        self.bytes_read += size
+        with self._count:
+            self.bytes_read += size
         body = b"".join(chunks)
         return self._data(path, status, body)
 

@@ -22,6 +22,7 @@ useful work unknown, duty cycle only").
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
@@ -80,7 +81,9 @@ class PrometheusSource:
     """One Prometheus (or Thanos, Mimir, VictoriaMetrics) query endpoint.
 
     `selector`: label matchers added to every series selector (``cluster="a"``) for a server
-    that holds several clusters. `scrape_s`: the scrape interval assumed when sizing chunks."""
+    that holds several clusters. `scrape_s`: the scrape interval assumed when sizing chunks.
+    `concurrency`: queries in flight at once (the server computes one while gpulens parses
+    another)."""
 
     def __init__(
         self,
@@ -92,8 +95,10 @@ class PrometheusSource:
         limits: QueryLimits | None = None,
         selector: str = "",
         scrape_s: float = 15.0,
+        concurrency: int = 2,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        self.concurrency = concurrency
         self.client = PrometheusClient(url, auth, transfer, transport=transport)
         self.mapping = mapping or SeriesMap()
         self.limits = limits or QueryLimits()
@@ -138,11 +143,13 @@ class PrometheusSource:
         family, chosen = self.choose(present)
         series: dict[str, list[tuple[SeriesSpec, Series]]] = {}
         points = 0
-        for metric, specs in chosen.items():
-            for spec in specs:
-                got = self.query(spec.name, spec.agg, lo, hi, step_s)
+        wanted = [spec for specs in chosen.values() for spec in specs]
+        # the server computes one query while the previous answer is parsed here
+        with ThreadPoolExecutor(max(1, self.concurrency)) as pool:
+            answers = pool.map(lambda sp: self.query(sp.name, sp.agg, lo, hi, step_s), wanted)
+            for spec, got in zip(wanted, answers, strict=True):
                 points += sum(len(s.ts_ms) for s in got)
-                series.setdefault(metric, []).extend((spec, s) for s in got)
+                series.setdefault(spec.metric, []).extend((spec, s) for s in got)
         owners = self._owners(present, lo, hi)
         tables = build_tables(series, step_s, self.mapping, owners=owners)
         sequence, pending = self._kueue(present, lo, hi, step_s)

@@ -86,17 +86,6 @@ def _convert(spec: SeriesSpec, values: np.ndarray) -> Any:
     return spec.convert(values)  # type: ignore[arg-type]
 
 
-class _Entity:
-    """One GPU entity: its identity labels and, per metric, (step times, sum, count)."""
-
-    __slots__ = ("holders", "labels", "metrics")
-
-    def __init__(self, labels: dict[str, str]) -> None:
-        self.labels = labels
-        self.metrics: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        self.holders: list[tuple[np.ndarray, _Key]] = []
-
-
 def build_tables(
     series: Mapping[str, Sequence[tuple[SeriesSpec, Series]]],
     step_s: float,
@@ -107,13 +96,21 @@ def build_tables(
     """The reading tables of the step series in `series` (metric → (spec, series) pairs).
 
     `owners`: (namespace, pod) → labels to add to that pod's holder (team, job_id from
-    kube-state-metrics)."""
+    kube-state-metrics).
+
+    Vectorised: the points of every series are concatenated with their entity, metric and
+    holder codes; one sort-free pivot (`np.unique` over entity × step) makes the rows, and
+    `np.bincount` the per-row means of each metric."""
     step_ms = round(step_s * 1000)
-    entities: dict[_Key, _Entity] = {}
+    metrics = sorted(series)
+    entities: dict[_Key, int] = {}
+    ent_labels: list[dict[str, str]] = []
+    holders: dict[_Key, int] = {}
     node_queues: dict[str, str] = {}
     skipped: dict[str, int] = {}
-    for metric, pairs in series.items():
-        for spec, s in pairs:
+    parts: list[tuple[int, int, int, np.ndarray, np.ndarray]] = []  # ent, metric, holder, ts, v
+    for m_index, metric in enumerate(metrics):
+        for spec, s in series[metric]:
             ids = identity(s.labels, mapping)
             if "gpu_uuid" not in ids and "gpu_index" not in ids:
                 skipped["no_gpu"] = skipped.get("no_gpu", 0) + 1
@@ -121,25 +118,28 @@ def build_tables(
             if "host" in ids and "queue" in ids:
                 node_queues[ids["host"]] = ids["queue"]
             key = tuple(ids.get(k, "") for k in ("host", "gpu_uuid", "gpu_index", "mig_instance"))
-            ent = entities.get(key)
-            if ent is None:
-                labels = {k: ids[k] for k in (*GPU_KEYS, "parent_uuid") if k in ids}
-                ent = entities[key] = _Entity(labels)
+            e_index = entities.get(key)
+            if e_index is None:
+                e_index = entities[key] = len(ent_labels)
+                ent_labels.append({k: ids[k] for k in (*GPU_KEYS, "parent_uuid") if k in ids})
             else:
+                known = ent_labels[e_index]
                 for k in (*GPU_KEYS, "parent_uuid"):
-                    if k in ids and k not in ent.labels:
-                        ent.labels[k] = ids[k]
+                    if k in ids and k not in known:
+                        known[k] = ids[k]
             values = np.asarray(_convert(spec, s.values), dtype=np.float64)
+            ts = s.ts_ms
             bad = _blank(s.values, spec, metric in counters)
-            ts = s.ts_ms - step_ms
             if bad.any():
                 skipped["sentinel"] = skipped.get("sentinel", 0) + int(bad.sum())
                 ts, values = ts[~bad], values[~bad]
-            ent.metrics.setdefault(metric, []).append((ts, values))
             holder = _holder(ids, owners)
-            if holder is not None or spec.family == "slurm_job_exporter":
-                ent.holders.append((ts, holder or ("",) * len(HOLDER_KEYS)))
-    return ReadingTables(*_assemble(entities), node_queues=node_queues, skipped=skipped)
+            if holder is None and spec.family == "slurm_job_exporter":
+                holder = ("",) * len(HOLDER_KEYS)
+            h_index = -1 if holder is None else holders.setdefault(holder, len(holders))
+            parts.append((e_index, m_index, h_index, ts - step_ms, values))
+    gpu, process = _pivot(parts, metrics, ent_labels, list(holders))
+    return ReadingTables(gpu, process, node_queues=node_queues, skipped=skipped)
 
 
 def _holder(
@@ -154,86 +154,64 @@ def _holder(
     return tuple(merged.get(k, "") for k in HOLDER_KEYS)
 
 
-def _assemble(entities: Mapping[_Key, _Entity]) -> tuple[pa.Table, pa.Table]:
-    metrics = sorted({m for e in entities.values() for m in e.metrics})
-    label_cols = sorted({k for e in entities.values() for k in e.labels})
-    g_ts: list[np.ndarray] = []
-    g_labels: dict[str, list[np.ndarray]] = {k: [] for k in label_cols}
-    g_values: dict[str, list[np.ndarray]] = {m: [] for m in metrics}
-    p_ts: list[np.ndarray] = []
-    p_host: list[np.ndarray] = []
-    p_uuid: list[np.ndarray] = []
-    p_holder: list[list[str]] = []
-    p_mem: list[np.ndarray] = []
-    for ent in entities.values():
-        steps = np.unique(np.concatenate([t for parts in ent.metrics.values() for t, _ in parts]))
-        n = len(steps)
-        g_ts.append(steps)
-        for k in label_cols:
-            g_labels[k].append(np.full(n, ent.labels.get(k), dtype=object))
-        per_metric: dict[str, np.ndarray] = {}
-        for m in metrics:
-            per_metric[m] = col = _align(steps, ent.metrics.get(m, []))
-            g_values[m].append(col)
-        if ent.holders:
-            at = np.full(n, -1, dtype=np.int64)
-            keys: list[_Key] = []
-            for ts, holder in ent.holders:
-                at[np.searchsorted(steps, ts)] = len(keys)
-                keys.append(holder)
-            rows = np.flatnonzero(at >= 0)
-            p_ts.append(steps[rows])
-            p_host.append(np.full(len(rows), ent.labels.get("host"), dtype=object))
-            p_uuid.append(np.full(len(rows), ent.labels.get("gpu_uuid"), dtype=object))
-            p_holder.extend(keys[i] for i in at[rows])
-            mem = per_metric.get("memory_used_bytes")
-            p_mem.append(mem[rows] if mem is not None else np.full(len(rows), np.nan))
-    gpu = _table(g_ts, {k: _cat(v) for k, v in g_labels.items()},
-                 {m: _cat(v) for m, v in g_values.items()})  # fmt: skip
-    holder_cols: dict[str, np.ndarray] = {}
-    if p_holder:
-        matrix = np.array(p_holder, dtype=object)
-        for i, k in enumerate(HOLDER_KEYS):
-            col = matrix[:, i]
-            col[col == ""] = None
-            if any(v is not None for v in col):
-                holder_cols[k] = col
-    labels = {"host": _cat(p_host), "gpu_uuid": _cat(p_uuid), **holder_cols}
-    process = _table(p_ts, labels, {"process_memory_used_bytes": _cat(p_mem)})
-    return gpu, process
-
-
-def _align(steps: np.ndarray, parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """One metric's values at `steps` (NaN where no series had one; the mean where several)."""
+def _pivot(
+    parts: Sequence[tuple[int, int, int, np.ndarray, np.ndarray]],
+    metrics: Sequence[str],
+    ent_labels: Sequence[Mapping[str, str]],
+    holders: Sequence[_Key],
+) -> tuple[pa.Table, pa.Table]:
+    """The gpu and process tables of the concatenated points (see `build_tables`)."""
     if not parts:
-        return np.full(len(steps), np.nan)
-    if len(parts) == 1:
-        ts, values = parts[0]
-        out = np.full(len(steps), np.nan)
-        out[np.searchsorted(steps, ts)] = values
-        return out
-    total = np.zeros(len(steps))
-    count = np.zeros(len(steps))
-    for ts, values in parts:
-        at = np.searchsorted(steps, ts)
-        np.add.at(total, at, values)
-        np.add.at(count, at, 1.0)
+        return pa.table({"ts": pa.array([], pa.int64())}), pa.table(
+            {"ts": pa.array([], pa.int64())}
+        )
+    sizes = np.fromiter((len(p[3]) for p in parts), dtype=np.int64, count=len(parts))
+    ent = np.repeat(np.fromiter((p[0] for p in parts), np.int64, len(parts)), sizes)
+    met = np.repeat(np.fromiter((p[1] for p in parts), np.int64, len(parts)), sizes)
+    hol = np.repeat(np.fromiter((p[2] for p in parts), np.int64, len(parts)), sizes)
+    ts = np.concatenate([p[3] for p in parts]).astype(np.int64)
+    val = np.concatenate([p[4] for p in parts])
+    # rows: one per (entity, step time), ordered by entity then time
+    t_codes, t_index = np.unique(ts, return_inverse=True)
+    key = ent * len(t_codes) + t_index
+    row_keys, row = np.unique(key, return_inverse=True)
+    n_rows, n_met = len(row_keys), len(metrics)
+    row_ent = row_keys // len(t_codes)
+    row_ts = t_codes[row_keys % len(t_codes)]
+    cell = row * n_met + met
+    sums = np.bincount(cell, weights=val, minlength=n_rows * n_met).reshape(n_rows, n_met)
+    counts = np.bincount(cell, minlength=n_rows * n_met).reshape(n_rows, n_met)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / count, np.nan)
-
-
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def _table(
-    ts_ms: list[np.ndarray], labels: Mapping[str, np.ndarray], values: Mapping[str, np.ndarray]
-) -> pa.Table:
-    ts = _cat(ts_ms).astype(np.int64) * NS_PER_MS if ts_ms else np.zeros(0, dtype=np.int64)
-    cols: dict[str, pa.Array] = {"ts": pa.array(ts, pa.int64())}
-    for k, v in labels.items():
-        cols[k] = pa.array(v if len(v) else [], pa.string())
-    for m, v in values.items():
-        arr = np.asarray(v, dtype=np.float64)
-        cols[m] = pa.array(arr, pa.float64(), mask=np.isnan(arr))
-    return pa.table(cols)
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    label_names = sorted({k for labels in ent_labels for k in labels})
+    cols: dict[str, pa.Array] = {"ts": pa.array(row_ts * NS_PER_MS, pa.int64())}
+    ent_codes = pa.array(row_ent.astype(np.int32), pa.int32())
+    for name in label_names:
+        dictionary = pa.array([labels.get(name) for labels in ent_labels], pa.string())
+        cols[name] = pa.DictionaryArray.from_arrays(ent_codes, dictionary)
+    for j, metric in enumerate(metrics):
+        col = means[:, j]
+        cols[metric] = pa.array(col, pa.float64(), mask=np.isnan(col))
+    gpu = pa.table(cols)
+    # who held each row: the holder of any of its points (the last one listed wins)
+    held_row = np.full(n_rows, -1, dtype=np.int64)
+    mask = hol >= 0
+    held_row[row[mask]] = hol[mask]
+    rows = np.flatnonzero(held_row >= 0)
+    pcols: dict[str, pa.Array] = {"ts": pa.array(row_ts[rows] * NS_PER_MS, pa.int64())}
+    r_ent = pa.array(row_ent[rows].astype(np.int32), pa.int32())
+    for name in ("host", "gpu_uuid"):
+        if name in label_names:
+            dictionary = pa.array([labels.get(name) for labels in ent_labels], pa.string())
+            pcols[name] = pa.DictionaryArray.from_arrays(r_ent, dictionary)
+    h_codes = pa.array(held_row[rows].astype(np.int32), pa.int32())
+    for i, name in enumerate(HOLDER_KEYS):
+        values = [h[i] or None for h in holders]
+        if any(v is not None for v in values):
+            pcols[name] = pa.DictionaryArray.from_arrays(h_codes, pa.array(values, pa.string()))
+    if "memory_used_bytes" in metrics:
+        mem = means[rows, metrics.index("memory_used_bytes")]
+    else:
+        mem = np.full(len(rows), np.nan)
+    pcols["process_memory_used_bytes"] = pa.array(mem, pa.float64(), mask=np.isnan(mem))
+    return gpu, pa.table(pcols)
