@@ -230,7 +230,7 @@ def _cluster(workers: int) -> Any:
         processes=True,
         host="127.0.0.1",
         scheduler_port=0,
-        dashboard_address=None,
+        dashboard_address=":0",
         silence_logs=40,
     )
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from trace_executor_cases import HTA, TRACES, cases, reference_json
+from trace_executor_cases import HTA, TRACES, cases, reference_json, reference_reports, reports
 
 distributed = pytest.importorskip("distributed", reason="needs the dask extra (distributed)")
 
@@ -46,7 +46,7 @@ def cluster() -> Iterator[distributed.LocalCluster]:
         processes=True,
         host="127.0.0.1",
         scheduler_port=0,
-        dashboard_address=None,
+        dashboard_address=":0",
         silence_logs=40,
     ) as local:
         yield local
@@ -58,20 +58,23 @@ def spec(cluster: distributed.LocalCluster) -> str:
 
 
 @pytest.fixture(scope="module")
-def references(shared: Path) -> dict[str, str]:
-    return {name: reference_json(files, window) for name, (files, window) in cases(shared).items()}
+def references(shared: Path) -> dict[str, tuple[str, str]]:
+    """Per case, the single-process report: JSON and HTML."""
+    return {
+        name: reference_reports(files, window) for name, (files, window) in cases(shared).items()
+    }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_dask_equals_single_process(
-    shared: Path, references: dict[str, str], spec: str, case: str
+    shared: Path, references: dict[str, tuple[str, str]], spec: str, case: str
 ) -> None:
     files, window = cases(shared)[case]
     job = analyze_files(files, hta_window=window, executor=executor(spec, len(files)))
-    assert to_json(build_view(job)) == references[case]
+    assert reports(job) == references[case]
 
 
-def test_cli_on_dask(shared: Path, references: dict[str, str], spec: str) -> None:
+def test_cli_on_dask(shared: Path, references: dict[str, tuple[str, str]], spec: str) -> None:
     folder = cases(shared)["pair"][0][0].parent
     run = subprocess.run(
         [
@@ -83,7 +86,7 @@ def test_cli_on_dask(shared: Path, references: dict[str, str], spec: str) -> Non
         timeout=180,
         check=True,
     )
-    assert run.stdout == references["pair"]
+    assert run.stdout == references["pair"][0]
 
 
 def test_a_rank_that_fails_is_listed_and_the_others_complete(
@@ -175,12 +178,12 @@ def test_a_killed_worker_has_its_rank_run_on_another(
     assert to_json(build_view(result["job"])) == expected  # type: ignore[arg-type]
 
 
-def test_workers_open_urls(shared: Path, references: dict[str, str], spec: str) -> None:
+def test_workers_open_urls(shared: Path, references: dict[str, tuple[str, str]], spec: str) -> None:
     folder = shared / TRACES / HTA / "trace_filter"
     urls = trace_files([folder.resolve().as_uri()])
     names = [str(p) for p in cases(shared)["pair"][0]]
     job = analyze_files(urls, names=names, executor=executor(spec, len(urls)))
-    assert to_json(build_view(job)) == references["pair"]
+    assert to_json(build_view(job)) == references["pair"][0]
 
 
 def test_unreachable_scheduler_is_one_clear_error(shared: Path) -> None:

@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-from gpulens.app.traces import analyze_traces, load_trace_file, trace_limits
-from gpulens.present.reports.trace import build_view, to_json
+from gpulens.app.traces import TraceJob, analyze_traces, load_trace_file, trace_limits
+from gpulens.present.reports.trace import build_view, to_html, to_json
 
 TRACES = "data/traces"
 HTA = "HolisticTraceAnalysis/tests/data"
@@ -46,11 +46,24 @@ def cases(shared: Path) -> dict[str, tuple[list[Path], bool]]:
     }
 
 
-def reference_json(files: list[Path], hta_window: bool) -> str:
-    """The report JSON of the single-process analysis of the fully loaded traces."""
+def reference_reports(files: list[Path], hta_window: bool) -> tuple[str, str]:
+    """The report, JSON and HTML (with its timeline of the longest idle gaps), of the
+    single-process analysis of the fully loaded traces."""
     limits = trace_limits()
     traces = [load_trace_file(f, rank=i, name=str(f), limits=limits) for i, f in enumerate(files)]
-    return to_json(build_view(analyze_traces(traces, hta_window=hta_window)))
+    view = build_view(analyze_traces(traces, hta_window=hta_window))
+    return to_json(view), to_html(view)
+
+
+def reference_json(files: list[Path], hta_window: bool) -> str:
+    """The report JSON of the single-process analysis of the fully loaded traces."""
+    return reference_reports(files, hta_window)[0]
+
+
+def reports(job: TraceJob) -> tuple[str, str]:
+    """The job's report, JSON and HTML."""
+    view = build_view(job)
+    return to_json(view), to_html(view)
 
 
 def figures(doc_json: str) -> dict[str, object]:

@@ -15,11 +15,12 @@ come back from other processes or machines, and its results equal those over the
 * the name table holds the names of the kept rows only; metadata, source, rank and the raw
   event count are the trace's.
 
-The idle gaps (`IdleCauses.gaps`) are kept, as the report counts them and its timeline draws
-the longest, but their two row references (`next_row`, `cpu_row`), which point into the full
-trace, become a broadcast -1 and a device column of one value a broadcast of it (no memory
-per gap): `thin`, to run where the summaries are kept, as pickling expands broadcasts. What
-remains grows with the number of gaps: 20 bytes each (start, end, cause).
+Of the idle gaps (`IdleCauses.gaps`) the report reads their count and, for its timeline, the
+longest: `thin` keeps the longest `KEPT_GAPS` in their order and the count (`KeptGaps`), so a
+summary does not grow with the rank's gaps. Their two row references (`next_row`, `cpu_row`),
+which point into the full trace, become a broadcast -1, and a device column of one value a
+broadcast of it; `thin` runs again where the summaries are kept, as pickling expands
+broadcasts.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ from gpulens.analyze.traces.kernels import KERNEL_CLASSES, class_codes, gpu_work
 from gpulens.analyze.traces.model import MISSING, EventTable, FlowTable, Trace
 from gpulens.analyze.traces.ranks import RankAnalysis
 
-__all__ = ["anchor_rows", "skeleton", "summarize", "thin"]
+__all__ = ["KEPT_GAPS", "KeptGaps", "anchor_rows", "skeleton", "summarize", "thin"]
 
 _COMMUNICATION = KERNEL_CLASSES.index("communication")
+# gaps kept per rank: at least as many as the report's timeline draws (MAX_TIMELINE_GAPS in
+# present/reports/trace.py; a test holds them together)
+KEPT_GAPS = 3000
 
 
 def anchor_rows(trace: Trace) -> npt.NDArray[np.intp]:
@@ -86,13 +90,28 @@ def skeleton(trace: Trace) -> Trace:
     )
 
 
-def _thin_gaps(gaps: Gaps) -> Gaps:
-    shape = gaps.start_ns.shape
-    none = np.broadcast_to(np.intp(MISSING), shape)
-    device = gaps.device
+class KeptGaps(Gaps, frozen=True):
+    """The longest `KEPT_GAPS` idle gaps of a rank, in their order, and how many it had
+    (`len`): what the report reads of them (the count, and the longest for the timeline)."""
+
+    total: int = 0
+
+    def __len__(self) -> int:
+        return self.total
+
+
+def _thin_gaps(gaps: Gaps) -> KeptGaps:
+    count = len(gaps)
+    rows: slice | npt.NDArray[np.intp] = slice(None)
+    if gaps.start_ns.size > KEPT_GAPS:  # the longest, ties by order (as the timeline picks)
+        longest = np.argsort(gaps.start_ns - gaps.end_ns, kind="stable")[:KEPT_GAPS]
+        rows = np.sort(longest)
+    start, end = gaps.start_ns[rows], gaps.end_ns[rows]
+    device = gaps.device[rows]
     if device.size and device.strides[0] != 0 and (device == device[0]).all():
-        device = np.broadcast_to(device[:1].copy(), shape)  # one device: one value
-    return msgspec.structs.replace(gaps, device=device, next_row=none, cpu_row=none)
+        device = np.broadcast_to(device[:1].copy(), start.shape)  # one device: one value
+    none = np.broadcast_to(np.intp(MISSING), start.shape)
+    return KeptGaps(device, start, end, gaps.cause[rows], none, none, total=count)
 
 
 def thin(analysis: RankAnalysis) -> RankAnalysis:
