@@ -259,6 +259,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", type=Path, help="reuse (or build into) this directory")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--no-processes", action="store_true", help="skip the processes:2 runs")
     ap.add_argument(
         "--big",
         type=Path,
@@ -295,7 +296,8 @@ def main() -> None:
         results: dict[str, dict[str, Any]] = {}
         results["local"] = measure("local", files, args.runs, out)
         results["local small"] = measure("local", small, 1, out)
-        results["processes:2"] = measure("processes:2", files, args.runs, out)
+        if not args.no_processes:
+            results["processes:2"] = measure("processes:2", files, args.runs, out)
         peaks: dict[int, list[float]] = {}
         for w in workers:
             with _cluster(w) as cluster:
