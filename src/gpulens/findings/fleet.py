@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from gpulens.analyze.cluster.fragmentation import QueueFragmentation
 from gpulens.analyze.cluster.queues import ClusterSummary
+from gpulens.analyze.cluster.quotas import QuotaReport
 from gpulens.findings import fleet_rules as rules_package
 from gpulens.findings.engine import RuleError, sort_key
 from gpulens.findings.model import Finding
@@ -29,6 +30,8 @@ class FleetThresholds:
     pending_while_idle_gpu_hours: float = 1.0  # ...and at least this much movable GPU time
     warning_share: float = 0.2  # a warning from this share of the steps
     critical_share: float = 0.5  # critical from this share
+    starved_gpu_hours: float = 1.0  # starvation: GPU-hours owed under quota, at least
+    monopoly_gpu_hours: float = 1.0  # monopoly: GPU-hours over quota while others starved
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,7 @@ class FleetContext:
 
     summary: ClusterSummary | None
     fragmentation: tuple[QueueFragmentation, ...] = ()
+    quotas: QuotaReport | None = None
     thresholds: FleetThresholds = field(default_factory=FleetThresholds)
     errors: list[RuleError] = field(default_factory=list)
 
