@@ -5,10 +5,13 @@
   given one), allocation ÷ quota and useful ÷ allocation share ratios. Rows with a null label
   (unallocated or unattributed time) are left out of the shares.
 - `jain_index(x) = (Σx)² / (n·Σx²)`: 1 when all equal, 1/n when one has everything.
-- `starvation(frame, queue)`: queued demand while GPUs sat idle. Without queue data the
-  answer is "unknown", never 0.
-- `monopolies(frame)`: one group holding more than `share` of the fleet's GPUs for at least
-  `min_hours` in a row.
+- `starvation(frame, queue)`: queued demand that idle GPUs could have served (the capture
+  view of *pending while idle*; without queue data the answer is "unknown", never 0). It keeps
+  its name for the API; in reports and findings *starvation* means jobs pending while their
+  queue is under its quota (analyze/cluster/quotas.py, docs/plans.md).
+- `monopolies(frame)`: *dominance*, one group holding more than `share` of the fleet's GPUs
+  for at least `min_hours` in a row, whatever the quotas (a *monopoly* in findings is a queue
+  over quota while another starves: analyze/cluster/quotas.py).
 - `workload_gaps(frame)`: the same workload (engine + model labels) run by several teams,
   with useful work per GPU-hour compared; ratios ≥ `ratio` are flagged.
 """

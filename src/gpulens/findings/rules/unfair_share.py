@@ -1,4 +1,5 @@
-"""unfair_share: a group holds far more than its GPU quota, or monopolises the fleet."""
+"""unfair_share: a group holds far more than its GPU quota share, or dominates the fleet
+(over half of its GPUs for a day; *monopoly* is the quota rule's word, fleet_rules/monopoly)."""
 
 from __future__ import annotations
 
