@@ -85,7 +85,8 @@ class WorkerCpu:
 
     def sample(self) -> dict[str, float]:
         """`app_loader_workers` and `app_loader_cpu_ratio` since the last sample (the ratio
-        only from the second sample on, over workers seen in both)."""
+        only from the second sample on, over workers seen in both); nothing while the watched
+        workers have exited and new ones are not there yet (between epochs)."""
         now = time.monotonic()
         times: dict[int, float] = {}
         for proc in self._procs():
@@ -95,6 +96,9 @@ class WorkerCpu:
                 continue
             times[proc.pid] = float(t.user + t.system)
         out: dict[str, float] = {}
+        if self._pids and not times:  # between epochs: the workers have exited, none yet
+            self._last, self._last_t = {}, now
+            return out
         if times or self._pids is not None:
             out["app_loader_workers"] = float(len(times))
         both = [pid for pid in times if pid in self._last]

@@ -79,7 +79,10 @@ def test_workers_of_a_real_dataloader(tmp_path: Path) -> None:
         rows = store.query(
             "SELECT app_loader_workers, app_loader_cpu_ratio FROM app ORDER BY ts"
         ).to_pylist()
-    assert rows and all(r["app_loader_workers"] == 2 for r in rows)
+    # live workers when sampled: 2 while an epoch runs (fewer while they exit at its end,
+    # none reported between epochs and after the last)
+    workers = [r["app_loader_workers"] for r in rows if r["app_loader_workers"] is not None]
+    assert workers and max(workers) == 2 and min(workers) >= 1
     ratios = [r["app_loader_cpu_ratio"] for r in rows if r["app_loader_cpu_ratio"] is not None]
     assert ratios and max(ratios) > 0.05 and all(r <= 1.05 for r in ratios)
 
