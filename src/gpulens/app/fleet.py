@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from gpulens.analyze.cluster.fragmentation import QueueFragmentation, fragmentation, usable
-from gpulens.analyze.cluster.grid import to_grid
+from gpulens.analyze.cluster.grid import Grid, to_grid
 from gpulens.analyze.cluster.queues import ClusterSummary, summarise
+from gpulens.analyze.cluster.quotas import QuotaReport, quota_report
 from gpulens.analyze.cluster.snapshot import gpus_by, snapshot_sequence
 from gpulens.analyze.cluster.timeline import jobs_to_sequence
 from gpulens.cluster_schema import (
@@ -76,6 +77,7 @@ class FleetSources:
     end_ns: int | None = None
     prometheus: str | None = None  # a Prometheus URL (`fleet --prometheus`)
     now_ns: int = 0
+    quotas: Sequence[Path] = ()  # quota files (`fleet --quotas`): Kueue, Volcano, KAI, TOML
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,8 @@ class FleetView:
     sources: list[str]
     notes: list[str]
     usage: UsageView | None = None
+    grid: Grid | None = None  # the queue × step matrices the summary was computed from
+    quotas: QuotaReport | None = None
 
 
 def parse_capacity(specs: Sequence[str]) -> dict[str, float]:
@@ -195,9 +199,8 @@ def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView
                 f"Kubernetes: {name}, {state.jobs.num_rows} GPU pods/workloads, "
                 f"{state.nodes.num_rows} nodes"
             )
-    summary = (
-        _summary([_capacity(p, src.capacity) for p in parts], src.step_s) if scheduler else None
-    )
+    grid = _grid([_capacity(p, src.capacity) for p in parts], src.step_s) if scheduler else None
+    summary = summarise(grid) if grid is not None else None
     unknown = [q.name for q in summary.queues if q.gpus != q.gpus] if summary else []
     if unknown:
         notes.append(
@@ -227,7 +230,8 @@ def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView
             notes.append(f"no GPU readings in {cfg.data_dir} for this window")
         else:
             notes.extend(used.notes)
-    ctx = FleetContext(summary=summary, fragmentation=frag)
+    quotas = _quotas(src, grid, used, described, notes)
+    ctx = FleetContext(summary=summary, fragmentation=frag, quotas=quotas)
     findings = run_fleet_rules(ctx)
     notes.extend(f"rule {e.rule_id} failed: {e.error}: {e.message}" for e in ctx.errors)
     return FleetView(
@@ -240,7 +244,44 @@ def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView
         sources=described,
         notes=notes,
         usage=used,
+        grid=grid,
+        quotas=quotas,
     )
+
+
+def _quotas(
+    src: FleetSources,
+    grid: Grid | None,
+    used: UsageView | None,
+    described: list[str],
+    notes: list[str],
+) -> QuotaReport | None:
+    """The quota report of `--quotas` files over the sequence (useful work from the GPU
+    series per queue when the store or Prometheus was read)."""
+    if not src.quotas:
+        return None
+    if grid is None:
+        raise ConfigError("--quotas needs a scheduler source (--sequence, --jobs, --slurm, ...)")
+    from gpulens.collect.scheduler.quotas import read_quotas
+
+    quotas = read_quotas(src.quotas)
+    useful = (
+        {str(r["queue"]): float(r["useful_gpu_hours"] or 0.0) for r in used.by_queue}
+        if used is not None
+        else None
+    )
+    report = quota_report(grid, quotas, useful)
+    described.append(f"quotas: {len(quotas.queues)} queues from {len(src.quotas)} file(s)")
+    if report.unmatched:
+        notes.append(
+            f"no quota for {', '.join(report.unmatched[:8])}: starvation and monopoly are "
+            "judged only for queues with one"
+        )
+    if useful is None:
+        notes.append(
+            "fairness by useful work needs the GPU series per queue (--data-dir or --prometheus)"
+        )
+    return report
 
 
 def _capacity(table: pa.Table, capacity: Mapping[str, float]) -> pa.Table:
@@ -256,12 +297,12 @@ def _capacity(table: pa.Table, capacity: Mapping[str, float]) -> pa.Table:
     return table.set_column(index, TOTAL, pa.array(fixed, pa.float64()))
 
 
-def _summary(parts: list[pa.Table], step_s: int | None) -> ClusterSummary:
+def _grid(parts: list[pa.Table], step_s: int | None) -> Grid:
     sequence = pa.concat_tables(parts)
     if sequence.num_rows == 0:
         raise ConfigError("the sources hold no queue with GPUs, in use or pending")
     try:
-        return summarise(to_grid(sequence, step_s))
+        return to_grid(sequence, step_s)
     except ValueError as exc:
         raise ConfigError(f"gpulens fleet: {exc}") from None
 
