@@ -67,12 +67,12 @@ def default_job(env: Mapping[str, str] | None = None) -> str:
     return script if script and script not in {"-c", "-m"} else "python"
 
 
-def start_environ_job(proc_root: Path = Path("/proc")) -> str | None:
-    """The job the agent reads for this process: from the environment it was started with
-    (/proc/self/environ; a later os.environ change does not show there). None when none is
-    there or it cannot be read."""
+def start_environ_job(pid: int | str = "self", proc_root: Path = Path("/proc")) -> str | None:
+    """The job the agent reads for a process (this one by default): from the environment it
+    was started with (/proc/<pid>/environ; a later os.environ change does not show there).
+    None when none is there or it cannot be read."""
     try:
-        data = (proc_root / "self" / "environ").read_bytes()
+        data = (proc_root / str(pid) / "environ").read_bytes()
     except OSError:
         return None
     explicit, slurm = environ_labels(parse_environ(data))

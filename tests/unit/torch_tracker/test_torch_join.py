@@ -44,21 +44,21 @@ def test_the_tracker_takes_its_job_as_the_agent_would() -> None:
     assert tracker.default_job({"SLURM_ARRAY_JOB_ID": "8", "SLURM_ARRAY_TASK_ID": "2"}) == "8_2"
 
 
-def test_start_environment_not_os_environ(tmp_path: Path) -> None:
+def test_start_environment_not_os_environ() -> None:
     """What the agent sees is the environment the process started with."""
-    script = (
-        "import os, sys; from gpulens.torch.run import start_environ_job; "
-        "os.environ['GPULENS_JOB'] = 'late'; print(start_environ_job())"
+    code = (
+        "import os, time; os.environ['GPULENS_JOB'] = 'late'; print('ready', flush=True); "
+        "time.sleep(30)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        env={"PATH": "/usr/bin:/bin", "GPULENS_JOB": "early", "PYTHONPATH": "src"},
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[3],
-    )
-    assert out.stdout.strip() == "early"
+    env = {"PATH": "/usr/bin:/bin", "GPULENS_JOB": "early"}
+    child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        assert tracker.start_environ_job(child.pid) == "early"
+    finally:
+        child.kill()
+        child.wait()
+    assert tracker.start_environ_job(2**22 + 7) is None  # no such process: None, no error
 
 
 def test_readings_carry_the_job_and_process(tmp_path: Path) -> None:
