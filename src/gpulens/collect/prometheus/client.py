@@ -146,6 +146,14 @@ class PrometheusClient:
                   "step": _num(step_s)}  # fmt: skip
         return self._get("/api/v1/query_range", params)
 
+    def query_range_body(self, query: str, start_s: float, end_s: float, step_s: float) -> bytes:
+        """`/api/v1/query_range` → the raw body of a successful answer (for
+        `parse.parse_matrix`); errors are raised as for `query_range`."""
+        params = {"query": query, "start": _num(start_s), "end": _num(end_s),
+                  "step": _num(step_s)}  # fmt: skip
+        body: bytes = self._get("/api/v1/query_range", params, raw=True)
+        return body
+
     def query(self, query: str, time_s: float) -> Any:
         """`/api/v1/query` (an instant query) → the `data` object."""
         return self._get("/api/v1/query", {"query": query, "time": _num(time_s)})
@@ -168,12 +176,12 @@ class PrometheusClient:
 
     # -- one request, retried ---------------------------------------------------------------
 
-    def _get(self, path: str, params: Any) -> Any:
+    def _get(self, path: str, params: Any, raw: bool = False) -> Any:
         t = self.transfer
         last = ""
         for attempt in range(t.retries + 1):
             try:
-                return self._once(path, params)
+                return self._once(path, params, raw)
             except _Retry as exc:
                 last = str(exc)
             if attempt < t.retries:
@@ -184,7 +192,7 @@ class PrometheusClient:
             "this host may reach it, or raise prometheus.timeout_seconds / prometheus.retries"
         )
 
-    def _once(self, path: str, params: Any) -> Any:
+    def _once(self, path: str, params: Any, raw: bool = False) -> Any:
         t = self.transfer
         url = self.base + path
         cutoff = Cutoff(t.timeout_s)
@@ -221,6 +229,8 @@ class PrometheusClient:
         with self._count:
             self.bytes_read += size
         body = b"".join(chunks)
+        if raw and status == 200 and body.startswith(b'{"status":"success"'):
+            return body
         return self._data(path, status, body)
 
     def _data(self, path: str, status: int, body: bytes) -> Any:

@@ -31,7 +31,7 @@ import pyarrow as pa
 from gpulens.cluster_schema import SEQUENCE_SCHEMA
 from gpulens.collect.prometheus import cluster
 from gpulens.collect.prometheus.client import Auth, PrometheusClient, TooLarge, Transfer
-from gpulens.collect.prometheus.parse import Series, label_sets, names, parse_result
+from gpulens.collect.prometheus.parse import Series, label_sets, names, parse_matrix
 from gpulens.collect.prometheus.plan import Chunk, QueryLimits, aligned, chunks, halve, step_query
 from gpulens.collect.prometheus.tables import ReadingTables, build_tables
 from gpulens.errors import CollectError
@@ -179,13 +179,13 @@ class PrometheusSource:
         while todo:
             chunk = todo.pop(0)
             try:
-                data = self.client.query_range(query, chunk.first_s, chunk.last_s, step_s)
+                body = self.client.query_range_body(query, chunk.first_s, chunk.last_s, step_s)
             except TooLarge:
                 if chunk.points <= 1:
                     raise
                 todo[:0] = halve(chunk)
                 continue
-            for s in parse_result(data, f"{self.name} {query}"):
+            for s in parse_matrix(body, f"{self.name} {query}"):
                 merged.setdefault(frozenset(s.labels.items()), []).append(s)
         return [_join(parts) for parts in merged.values()]
 

@@ -9,11 +9,18 @@ import re
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpulens.collect.dcgm.parse import parse_exposition
-from gpulens.collect.prometheus.parse import PrometheusFormatError, Series, decode, parse_result
+from gpulens.collect.prometheus.parse import (
+    PrometheusFormatError,
+    Series,
+    decode,
+    parse_matrix,
+    parse_result,
+)
 from gpulens.collect.prometheus.tables import build_tables, identity
 from gpulens.errors import ConfigError
 from gpulens.model import Kind
@@ -219,3 +226,33 @@ def test_site_overrides_of_labels_and_series() -> None:
         SeriesMap().with_overrides(labels=["hostname"])
     with pytest.raises(ConfigError, match=r"prometheus\.series"):
         SeriesMap().with_overrides(series=["x=not_a_metric"])
+
+
+def test_fast_matrix_path_equals_the_generic_one(shared: Path) -> None:
+    """The real query_range answer, as the file has it (spaced: the generic path) and as
+    Prometheus writes it (compact: the fast path), gives the same series."""
+    path = shared / SCHED / "rackslab_Slurm-web/tests/assets/prometheus/jobs-hour.json"
+    raw = path.read_bytes()
+    compact = orjson.dumps(orjson.loads(raw))
+    assert compact.startswith(b'{"status":"success","data":{"resultType":"matrix"')
+    generic = parse_result(decode(raw, "x"), "x")
+    for got in (parse_matrix(raw, "x"), parse_matrix(compact, "x")):
+        assert len(got) == len(generic) == 8
+        for a, b in zip(got, generic, strict=True):
+            assert dict(a.labels) == dict(b.labels)
+            assert a.ts_ms.tolist() == b.ts_ms.tolist()
+            assert a.values.tolist() == b.values.tolist()
+
+
+def test_fast_matrix_path_drops_nan_and_keeps_escaped_labels() -> None:
+    body = (
+        b'{"status":"success","data":{"resultType":"matrix","result":['
+        b'{"metric":{"pod":"a\\"{\\"metric\\":b","gpu":"0"},"values":[[60,"1.5"],[120,"NaN"],'
+        b'[180.5,"+Inf"],[240,"2"]]},{"metric":{"gpu":"1"},"values":[[60,"3"]]}]}}'
+    )
+    a, b = parse_matrix(body, "x")
+    assert a.labels["pod"] == 'a"{"metric":b'
+    assert a.ts_ms.tolist() == [60_000, 240_000] and a.values.tolist() == [1.5, 2.0]
+    assert b.values.tolist() == [3.0]
+    with pytest.raises(PrometheusFormatError):
+        parse_matrix(b'{"status":"error","error":"boom"}', "x")
