@@ -1,0 +1,84 @@
+"""`gpulens fleet --forecast 7d --plans`: the capacity forecast, the off-peak plan and the
+consolidation plan over the fleet view's queue × step grid (the analysis is
+analyze/cluster/forecast.py, offpeak.py and consolidation.py; quotas are in app/fleet.py,
+as the fleet rules read them)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpulens.analyze.cluster.consolidation import ConsolidationPlan, consolidation_plan
+from gpulens.analyze.cluster.forecast import CapacityForecast, capacity_forecast, demand_of
+from gpulens.analyze.cluster.offpeak import OffPeakPlan, off_peak_plan
+from gpulens.app.fleet import FleetView
+from gpulens.errors import ConfigError
+
+_HORIZON = re.compile(r"^(\d+)\s*([hdw])$")
+_HOURS = {"h": 1, "d": 24, "w": 168}
+MAX_HORIZON_H = 28 * 24
+
+
+def parse_horizon(text: str) -> int:
+    """``48h``, ``7d``, ``2w`` → hours (ConfigError otherwise)."""
+    match = _HORIZON.match(text.strip())
+    hours = int(match.group(1)) * _HOURS[match.group(2)] if match else 0
+    if not 1 <= hours <= MAX_HORIZON_H:
+        raise ConfigError(
+            f"--forecast {text!r}: give a horizon of whole hours, days or weeks up to 4 weeks "
+            "(48h, 7d, 2w)"
+        )
+    return hours
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPlans:
+    forecast: CapacityForecast | None = None
+    offpeak: OffPeakPlan | None = None
+    consolidation: ConsolidationPlan | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def run_plans(
+    view: FleetView,
+    forecast_hours: int | None = None,
+    plans: bool = False,
+    batch_queues: Sequence[str] = (),
+) -> FleetPlans:
+    """The forecast (`forecast_hours` ahead) and, with `plans`, the off-peak and
+    consolidation plans."""
+    grid = view.grid
+    if grid is None:
+        raise ConfigError(
+            "the forecast and the plans need a scheduler source (--sequence, --jobs, --slurm, "
+            "--k8s or --prometheus with Kueue)"
+        )
+    demand = {q: demand_of(grid.in_use[i], grid.pending[i]) for i, q in enumerate(grid.queues)}
+    notes: list[str] = []
+    forecast = None
+    if forecast_hours is not None:
+        try:
+            forecast = capacity_forecast(demand, grid.start_s, grid.step_s, forecast_hours)
+        except ValueError as exc:
+            raise ConfigError(f"--forecast: {exc}") from None
+        if (grid.pending != grid.pending).all():
+            notes.append("no pending demand in the sources: the forecast is of GPUs in use")
+    offpeak = consolidation = None
+    if plans:
+        try:
+            offpeak = off_peak_plan(demand, grid.start_s, grid.step_s, batch_queues or None)
+        except ValueError as exc:
+            raise ConfigError(f"--batch-queue: {exc}") from None
+        if not batch_queues:
+            notes.append(
+                "off-peak plan: every queue counted as batch (an upper bound); name the "
+                "queues whose work can wait with --batch-queue"
+            )
+        nodes = [(n.node, n.queues, n.gpus, n.used) for n in view.nodes if n.used is not None]
+        consolidation = consolidation_plan((), nodes)
+        notes.append(
+            "consolidation plan: node packing from the node list; moves of single jobs to MIG "
+            "slices or shared GPUs need per-job SM activity and memory"
+        )
+    return FleetPlans(forecast, offpeak, consolidation, notes)
