@@ -124,6 +124,27 @@ def fleet(
         str | None,
         typer.Option(help="Read GPU series (and Kueue queues) from this Prometheus URL."),
     ] = None,
+    forecast: Annotated[
+        str | None,
+        typer.Option(help="Forecast demand (in use + pending) this far ahead, hourly: 7d, 48h."),
+    ] = None,
+    plans: Annotated[
+        bool,
+        typer.Option(
+            help="Add the off-peak plan (heat map, movable batch hours) and the consolidation plan."
+        ),
+    ] = False,
+    batch_queue: Annotated[
+        list[str] | None,
+        typer.Option(help="A queue whose work can wait for quiet hours (the off-peak plan)."),
+    ] = None,
+    quotas: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Quotas: Kueue ClusterQueue/LocalQueue, Volcano or KAI Queue YAML, or "
+            "TOML [quotas.NAME] gpus = N."
+        ),
+    ] = None,
 ) -> None:
     """The cluster summary: allocation per queue and pooled, pending-while-idle,
     fragmentation, findings."""
@@ -164,6 +185,7 @@ def fleet(
         end_ns=parse_when(until, time.time_ns(), "--until"),
         prometheus=prometheus,
         now_ns=time.time_ns(),
+        quotas=quotas or [],
     )
     cfg = (
         load_config(config, overrides={"data_dir": str(data_dir)})
@@ -176,8 +198,42 @@ def fleet(
         raise ConfigError("--per-step is for --format json")
     view = run_fleet(sources, cfg)
     text = render_json(view, steps=True) if per_step else RENDERERS[format.value](view)
+    if forecast is not None or plans or batch_queue or view.quotas is not None:
+        text = _with_plans(text, view, format, forecast, plans, batch_queue or [], per_step)
     if output is not None:
         output.write_text(text, encoding="utf-8")
         err.print(f"wrote {output}")
     else:
         sys.stdout.write(text)
+
+
+def _with_plans(
+    text: str,
+    view: object,
+    format: FleetFormat,
+    forecast: str | None,
+    plans: bool,
+    batch_queue: list[str],
+    per_step: bool,
+) -> str:
+    """The fleet output with the forecast, plans and quotas added (present/reports/plans.py)."""
+    import orjson
+
+    from gpulens.app.fleet import FleetView
+    from gpulens.app.fleet_plans import parse_horizon, run_plans
+    from gpulens.present.reports import plans as render
+    from gpulens.present.reports.cluster import to_dict
+
+    assert isinstance(view, FleetView)
+    hours = parse_horizon(forecast) if forecast is not None else None
+    got = run_plans(view, hours, plans or bool(batch_queue), batch_queue) if (
+        hours is not None or plans or batch_queue) else None  # fmt: skip
+    if format is FleetFormat.json:
+        data = {**to_dict(view, per_step), **render.plans_dict(got, view.quotas)}
+        option = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+        return orjson.dumps(data, option=option).decode() + "\n"
+    if format is FleetFormat.html:
+        return text.replace("</body>", render.render_html(got, view.quotas) + "</body>", 1)
+    if format is FleetFormat.markdown:
+        return text + "\n" + render.render_markdown(got, view.quotas)
+    return text + render.render_terminal(got, view.quotas)
