@@ -35,6 +35,15 @@ EVIDENCE_UNITS = {
     "fragmented_gpus": "GPUs",
     "free_gpus": "GPUs",
     "largest_free_block": "GPUs",
+    "starved_gpu_hours": "GPU-h",
+    "starved_share": "ratio",
+    "quota_gpus": "GPUs",
+    "mean_in_use_gpus": "GPUs",
+    "usage_over_quota": "ratio",
+    "monopoly_gpu_hours": "GPU-h",
+    "monopoly_share": "ratio",
+    "peak_in_use_gpus": "GPUs",
+    "over_quota_share": "ratio",
 }
 
 
