@@ -45,6 +45,8 @@ class Wrapped(Generic[T]):
         return len(self._loader)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_loader":  # not during copy or unpickling
+            raise AttributeError(name)
         return getattr(self._loader, name)
 
 

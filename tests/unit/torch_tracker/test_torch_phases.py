@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import torch
 
 from gpulens.torch.phases import FWD_END, FWD_START, OPT_END, OPT_START, PhaseTimer, spans
@@ -47,9 +46,9 @@ def test_hooks_time_a_real_step_on_the_cpu() -> None:
     opt.step()
     timer.end_step()
     [(forward, backward, optimizer)] = timer.collect()
-    assert forward == pytest.approx(0.03, abs=0.02)
-    assert backward >= 0.02
-    assert 0 <= optimizer < 0.02
+    assert 0.03 <= forward < 1.0  # the forward's sleep, whatever the machine's load
+    assert backward >= 0.02  # the sleep between forward and optimizer
+    assert 0 <= optimizer < forward
     timer.remove()
     model(torch.randn(2, 4))
     timer.end_step()
