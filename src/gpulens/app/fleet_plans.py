@@ -9,6 +9,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpulens.analyze.cluster.consolidation import ConsolidationPlan, consolidation_plan
 from gpulens.analyze.cluster.forecast import CapacityForecast, capacity_forecast, demand_of
 from gpulens.analyze.cluster.offpeak import OffPeakPlan, off_peak_plan
@@ -49,36 +51,42 @@ def run_plans(
     """The forecast (`forecast_hours` ahead) and, with `plans`, the off-peak and
     consolidation plans."""
     grid = view.grid
-    if grid is None:
+    if grid is None and (forecast_hours is not None or batch_queues):
         raise ConfigError(
-            "the forecast and the plans need a scheduler source (--sequence, --jobs, --slurm, "
-            "--k8s or --prometheus with Kueue)"
+            "the forecast and the off-peak plan need a scheduler source (--sequence, --jobs, "
+            "--slurm, --k8s or --prometheus with Kueue)"
         )
-    demand = {q: demand_of(grid.in_use[i], grid.pending[i]) for i, q in enumerate(grid.queues)}
     notes: list[str] = []
-    forecast = None
-    if forecast_hours is not None:
-        try:
-            forecast = capacity_forecast(demand, grid.start_s, grid.step_s, forecast_hours)
-        except ValueError as exc:
-            raise ConfigError(f"--forecast: {exc}") from None
-        if (grid.pending != grid.pending).all():
-            notes.append("no pending demand in the sources: the forecast is of GPUs in use")
-    offpeak = consolidation = None
+    forecast = offpeak = consolidation = None
+    if grid is not None and (forecast_hours is not None or plans):
+        demand = {q: demand_of(grid.in_use[i], grid.pending[i]) for i, q in enumerate(grid.queues)}
+        if forecast_hours is not None:
+            try:
+                forecast = capacity_forecast(demand, grid.start_s, grid.step_s, forecast_hours)
+            except ValueError as exc:
+                raise ConfigError(f"--forecast: {exc}") from None
+            if np.isnan(grid.pending).all():
+                notes.append("no pending demand in the sources: the forecast is of GPUs in use")
+        if plans:
+            try:
+                offpeak = off_peak_plan(demand, grid.start_s, grid.step_s, batch_queues or None)
+            except ValueError as exc:
+                raise ConfigError(f"--batch-queue: {exc}") from None
+            if not batch_queues:
+                notes.append(
+                    "off-peak plan: every queue counted as batch (an upper bound); name the "
+                    "queues whose work can wait with --batch-queue"
+                )
+    elif plans:
+        notes.append("off-peak plan: needs a scheduler source (queue demand over time)")
     if plans:
-        try:
-            offpeak = off_peak_plan(demand, grid.start_s, grid.step_s, batch_queues or None)
-        except ValueError as exc:
-            raise ConfigError(f"--batch-queue: {exc}") from None
-        if not batch_queues:
-            notes.append(
-                "off-peak plan: every queue counted as batch (an upper bound); name the "
-                "queues whose work can wait with --batch-queue"
-            )
         nodes = [(n.node, n.queues, n.gpus, n.used) for n in view.nodes if n.used is not None]
-        consolidation = consolidation_plan((), nodes)
-        notes.append(
-            "consolidation plan: node packing from the node list; moves of single jobs to MIG "
-            "slices or shared GPUs need per-job SM activity and memory"
-        )
+        jobs = view.usage.job_loads if view.usage is not None else []
+        consolidation = consolidation_plan(jobs, nodes)
+        if view.usage is None:
+            notes.append(
+                "consolidation plan: node packing from the node list only; moves of single "
+                "jobs to MIG slices or shared GPUs need the GPU series (--data-dir or "
+                "--prometheus)"
+            )
     return FleetPlans(forecast, offpeak, consolidation, notes)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpulens.analyze import rollups
+from gpulens.analyze.cluster.consolidation import JobLoad, job_loads
 from gpulens.app import session
 from gpulens.app.analysis import auto_step
 from gpulens.config import Config
@@ -55,6 +56,7 @@ class UsageView:
     by_user: list[dict[str, Any]] = field(default_factory=list)
     idle_allocated: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    job_loads: list[JobLoad] = field(default_factory=list)  # for the consolidation plan
 
 
 def _rows(table: pa.Table, key: str) -> list[dict[str, Any]]:
@@ -118,6 +120,7 @@ def usage(
         by_team=_rows(rollups.rollup(annotated, "team", prices=prices, region=region), "team"),
         by_user=_rows(rollups.rollup(annotated, "user", prices=prices, region=region), "user"),
         idle_allocated=run_rules(ctx, only=[IDLE_RULE]),
+        job_loads=job_loads(annotated),
     )
     if any(r["queue"] == UNMAPPED for r in view.by_queue):
         view.notes.append(

@@ -25,6 +25,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
 
 # (compute sevenths, memory eighths) of the MIG profiles of A100/H100/H200
 MIG_PROFILES: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (4, 4))
@@ -205,3 +208,42 @@ def consolidation_plan(
         jobs_considered=len(known),
         jobs_unknown=len(jobs) - len(known),
     )
+
+
+def job_loads(frame: pa.Table) -> list[JobLoad]:
+    """One `JobLoad` per job of an interval frame (`job_id`, `gpu_uuid`, `sm_active`,
+    `memory_used_bytes`, `memory_total_bytes`, `covered_s`; `host`, `queue` when present):
+    its GPUs (distinct GPUs seen), SM activity averaged over the time covered, peak memory."""
+    cols = set(frame.column_names)
+    need = {"job_id", "gpu_uuid", "sm_active", "memory_used_bytes", "memory_total_bytes"}
+    if frame.num_rows == 0 or not need <= cols:
+        return []
+    picked = [c for c in (*need, "covered_s", "host", "queue") if c in cols]
+    acc: dict[str, dict[str, Any]] = {}
+    for row in frame.select(picked).to_pylist():
+        job = row["job_id"]
+        if job is None:
+            continue
+        a = acc.setdefault(str(job), {"gpus": set(), "sm": 0.0, "w": 0.0, "mem": math.nan,
+                                      "total": math.nan, "host": row.get("host") or "",
+                                      "queue": row.get("queue") or ""})  # fmt: skip
+        a["gpus"].add(row["gpu_uuid"])
+        weight = float(row.get("covered_s") or 0.0)
+        if row["sm_active"] is not None and weight > 0:
+            a["sm"] += float(row["sm_active"]) * weight
+            a["w"] += weight
+        for key, col in (("mem", "memory_used_bytes"), ("total", "memory_total_bytes")):
+            if row[col] is not None:
+                a[key] = float(row[col]) if math.isnan(a[key]) else max(a[key], float(row[col]))
+    return [
+        JobLoad(
+            job=job,
+            gpus=float(len(a["gpus"])),
+            sm_active=a["sm"] / a["w"] if a["w"] > 0 else math.nan,
+            memory_used_bytes=a["mem"],
+            memory_total_bytes=a["total"] if not math.isnan(a["total"]) else 0.0,
+            node=str(a["host"]),
+            queue=str(a["queue"]),
+        )
+        for job, a in sorted(acc.items())
+    ]
