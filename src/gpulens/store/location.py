@@ -34,6 +34,10 @@ R = TypeVar("R")
 
 #: requests sent at once when many small objects (footers) are read
 PARALLEL_REQUESTS = 16
+#: seconds a request may go without receiving a byte (the AWS SDK's default, 3 s, gives up on a
+#: busy S3-compatible server in the middle of a large scan) and to open a connection
+REQUEST_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 10.0
 #: the settings (and environment variables) that configure S3 access
 S3_KEYS = ("aws_endpoint_url", "aws_access_key_id", "aws_secret_access_key", "aws_region")
 
@@ -282,7 +286,11 @@ def s3_filesystem(options: Mapping[str, str | None]) -> pafs.S3FileSystem:
     s = s3_settings(options)
     # delayed open: an object smaller than one part goes up as one PUT, not the three requests
     # of a multipart upload (create, part, complete); larger ones stay multipart
-    kwargs: dict[str, object] = {"allow_delayed_open": True}
+    kwargs: dict[str, object] = {
+        "allow_delayed_open": True,
+        "request_timeout": REQUEST_TIMEOUT_S,
+        "connect_timeout": CONNECT_TIMEOUT_S,
+    }
     endpoint = s.get("aws_endpoint_url")
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
