@@ -82,6 +82,31 @@ def run_once(root: Path, paths: list[Path]) -> tuple[float, float, float, dict[s
         return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, json.loads(out.read())
 
 
+def breakdown(root: Path, paths: list[Path]) -> None:
+    """CPU seconds of each part, in this process: sources and quotas, statsmodels' import,
+    forecast and plans."""
+    t0 = time.process_time()
+    from gpulens.app.fleet import FleetSources, run_fleet
+    from gpulens.app.fleet_plans import run_plans
+
+    view = run_fleet(
+        FleetSources(
+            sequences=paths,
+            maps=["time=minute,total=gpus,in_use=busy,pending=waiting"],
+            queue_from="parent-dir",
+            quotas=[root / "quotas.toml"],
+        )
+    )
+    t1 = time.process_time()
+    import statsmodels.tsa.api  # noqa: F401
+
+    t2 = time.process_time()
+    run_plans(view, 168, True, [p.parent.name for p in paths if p.parent.name.startswith("batch")])
+    t3 = time.process_time()
+    print(f"CPU s: sources, grid, summary, quotas {t1 - t0:.2f}; statsmodels import "
+          f"{t2 - t1:.2f}; forecast and plans {t3 - t2:.2f}")  # fmt: skip
+
+
 def _stat(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
@@ -91,11 +116,14 @@ def main() -> None:
     ap.add_argument("--queues", type=int, default=16)
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--breakdown", action="store_true", help="also time the parts in-process")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         paths = generate(root, a.queues, a.days)
         rows = [run_once(root, paths) for _ in range(a.runs)]
+        if a.breakdown:
+            breakdown(root, paths)
     walls, cpus, rss = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     doc = rows[-1][3]
     f, o, q = doc["forecast"], doc["offpeak"], doc["quotas"]
