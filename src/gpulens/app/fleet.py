@@ -149,7 +149,7 @@ def run_fleet(src: FleetSources, cfg: Config | None = None) -> FleetView:
     from gpulens.app.prometheus import fleet_window, pulled
 
     start, end, step = fleet_window(src.start_ns, src.end_ns, src.now_ns)
-    with pulled(cfg, src.prometheus, start, end, src.step_s or step) as got:
+    with pulled(cfg, src.prometheus, start, end, src.step_s or step, keep_tables=True) as got:
         return _run(src, cfg, got)
 
 
@@ -281,6 +281,11 @@ def _quotas(
         notes.append(
             "fairness by useful work needs the GPU series per queue (--data-dir or --prometheus)"
         )
+    if report.queues and all(q.starved_gpu_hours != q.starved_gpu_hours for q in report.queues):
+        notes.append(
+            "no pending demand in the sources: starvation and monopoly are unknown (give a "
+            "scheduler source with pending jobs: --jobs, --slurm, --k8s, or Kueue)"
+        )
     return report
 
 
@@ -402,12 +407,13 @@ def _prometheus_parts(
 ) -> None:
     """The Prometheus range's cluster sequence: Kueue's quotas and usage when the server has
     them, else GPUs reporting and held per queue from the GPU series themselves."""
-    from gpulens.app.prometheus import allocation_sequence
+    from gpulens.app.prometheus import allocation_sequence, drop_tables
 
     prom = got.prom
     described.extend(got.notes[:1])
     notes.extend(got.notes[1:])
     if prom.sequence.num_rows:
+        drop_tables(prom)
         parts.append(prom.sequence)
         described.append(f"Kueue: {len(set(prom.sequence[QUEUE].to_pylist()))} ClusterQueues")
         if prom.pending_workloads:
@@ -420,6 +426,7 @@ def _prometheus_parts(
     nodes = pa.concat_tables(nodes_seen) if nodes_seen else NODE_SCHEMA.empty_table()
     queues = {**prom.tables.node_queues, **_node_queues(nodes), **src.node_queues}
     seq = allocation_sequence(prom, queues)
+    drop_tables(prom)  # stored already: the analysis reads the store
     if seq.num_rows:
         parts.append(seq)
         notes.append(

@@ -57,3 +57,12 @@ def test_gini_bounds() -> None:
     assert gini([1.0, 1.0, 1.0]) == 0.0
     assert gini([0.0, 0.0, 3.0]) == pytest.approx(2 / 3)
     assert gini([0.0, 0.0]) is None
+
+
+def test_without_pending_data_starvation_is_unknown() -> None:
+    g = history()
+    blind = Grid(g.queues, g.start_s, g.step_s, g.total, g.in_use, np.full_like(g.pending, np.nan))
+    r = quota_report(blind, QUOTAS)
+    for q in r.queues:
+        assert np.isnan(q.starved_gpu_hours) and np.isnan(q.monopoly_gpu_hours)
+    assert r.queues[1].usage_over_quota == pytest.approx(150 / 160)

@@ -13,7 +13,7 @@ from gpulens.analyze.cluster.quotas import quota_report
 from gpulens.collect.scheduler.quotas import read_quotas
 from gpulens.findings.fleet import FleetContext, run_fleet_rules
 from gpulens.findings.model import Severity
-from gpulens.quota_model import QueueQuota
+from gpulens.quota_model import QueueQuota, Quotas
 
 pytest.importorskip("yaml")
 
@@ -56,3 +56,16 @@ def test_starvation_and_monopoly_findings(shared: Path) -> None:
 
 def test_no_quotas_no_findings() -> None:
     assert run_fleet_rules(FleetContext(summary=None)) == []
+
+
+def test_unknown_pending_raises_no_finding() -> None:
+    g = _grid()
+    blind = Grid(g.queues, 0, 3600, g.total, g.in_use, np.full_like(g.pending, np.nan))
+    quotas = Quotas(
+        queues={
+            "batch": QueueQuota("batch", 8.0),
+            "tas-user-queue": QueueQuota("tas-user-queue", 16.0),
+        }
+    )
+    report = quota_report(blind, quotas)
+    assert run_fleet_rules(FleetContext(summary=None, quotas=report)) == []

@@ -3,6 +3,9 @@ fairness by allocation and by useful work.
 
 One meaning per word (docs/plans.md):
 
+Without pending demand in the sources (GPU series alone), starvation and monopoly are unknown
+(NaN), never 0.
+
 - **starvation**: a queue has jobs pending while it holds fewer GPUs than its quota — the
   scheduler owes it GPUs and does not give them. Starved GPU-hours = Σ min(pending,
   quota − in use) over those steps.
@@ -110,6 +113,9 @@ def quota_report(
     owed_total = owed.sum(axis=0)[None, :]
     owed_others = owed_total - owed
     monopoly = np.minimum(excess, owed_others)
+    # no pending data for a queue: its starvation is unknown, not 0; and with none for any
+    # queue, whether anyone was kept out (monopoly) is unknown too
+    pending_known = (~np.isnan(pending)).any(axis=1)
     useful = useful_gpu_hours or {}
     out = []
     for k, (_, name, quota) in enumerate(matched):
@@ -128,9 +134,13 @@ def quota_report(
                 over_quota_share=(
                     float((excess[k] > 0).sum()) / n_seen if n_seen else float("nan")
                 ),
-                starved_gpu_hours=float(owed[k].sum()) * hours,
+                starved_gpu_hours=(
+                    float(owed[k].sum()) * hours if pending_known[k] else float("nan")
+                ),
                 starved_steps=int(starved[k].sum()),
-                monopoly_gpu_hours=float(monopoly[k].sum()) * hours,
+                monopoly_gpu_hours=(
+                    float(monopoly[k].sum()) * hours if pending_known.any() else float("nan")
+                ),
                 monopoly_steps=int((monopoly[k] > 0).sum()),
                 useful_gpu_hours=float(useful.get(name, float("nan"))),
             )

@@ -25,7 +25,7 @@ def check(ctx: FleetContext) -> list[Finding]:
                if q.starved_gpu_hours > 0]  # fmt: skip
     out = []
     for q in r.queues:
-        if q.monopoly_gpu_hours < t.monopoly_gpu_hours:
+        if not q.monopoly_gpu_hours >= t.monopoly_gpu_hours:  # NaN: unknown, no finding
             continue
         share = q.monopoly_steps / max(1, r.steps)
         severity = Severity.WARNING if share >= t.warning_share else Severity.INFO

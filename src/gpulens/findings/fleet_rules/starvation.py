@@ -25,7 +25,7 @@ def check(ctx: FleetContext) -> list[Finding]:
     )
     out = []
     for q in r.queues:
-        if q.starved_gpu_hours < t.starved_gpu_hours:
+        if not q.starved_gpu_hours >= t.starved_gpu_hours:  # NaN: unknown, no finding
             continue
         share = q.starved_steps / max(1, r.steps)
         severity = Severity.WARNING if share >= t.warning_share else Severity.INFO

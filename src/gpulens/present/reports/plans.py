@@ -117,8 +117,8 @@ def _quotas_dict(r: QuotaReport) -> dict[str, Any]:
                 "peak_in_use_gpus": _n(q.peak_in_use),
                 "usage_over_quota": _n(q.usage_over_quota),
                 "over_quota_share": _n(q.over_quota_share),
-                "starved_gpu_hours": q.starved_gpu_hours,
-                "monopoly_gpu_hours": q.monopoly_gpu_hours,
+                "starved_gpu_hours": _n(q.starved_gpu_hours),
+                "monopoly_gpu_hours": _n(q.monopoly_gpu_hours),
                 "useful_gpu_hours": _n(q.useful_gpu_hours),
             }
             for q in r.queues
