@@ -9,10 +9,13 @@ the report formats are exactly those of a report on a store.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -122,9 +125,15 @@ class Pulled:
 
 @contextmanager
 def pulled(
-    cfg: Config, url: str | None, start_s: float, end_s: float, step_s: float
+    cfg: Config,
+    url: str | None,
+    start_s: float,
+    end_s: float,
+    step_s: float,
+    keep_tables: bool = False,
 ) -> Iterator[Pulled]:
-    """The range read at `step_s` into a temporary store, for the length of the `with`."""
+    """The range read at `step_s` into a temporary store, for the length of the `with`.
+    Once stored, the reading tables are dropped (`drop_tables`) unless `keep_tables`."""
     with source(cfg, url) as src, tempfile.TemporaryDirectory(prefix="gpulens-prom-") as tmp:
         prom = src.read(start_s, end_s, step_s)
         if prom.family is None and not prom.sequence.num_rows:
@@ -135,9 +144,28 @@ def pulled(
             rows = store_range(writer, prom)
             writer.close()
             commit.commit()
+        if not keep_tables:
+            drop_tables(prom)
+        _hand_back()  # the parse's transient arrays, before the analysis takes its share
         values = {**cfg.values, "data_dir": str(data_dir)}
         notes = [f"read from {src.name}: {_describe(prom)}", *prom.notes]
         yield Pulled(Config(values, cfg.sources), prom, rows, notes)
+
+
+def drop_tables(prom: PromRange) -> None:
+    """Free the range's reading tables once they are stored (their queues are kept)."""
+    empty = pa.table({"ts": pa.array([], pa.int64())})
+    prom.tables = replace(prom.tables, gpu=empty, process=empty)
+    _hand_back()
+
+
+def _hand_back() -> None:
+    """Return the memory the read and the write freed to the system: Arrow's pool and glibc
+    keep freed memory otherwise, and the analysis that follows would add to it."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _describe(prom: PromRange) -> str:
@@ -281,4 +309,14 @@ def _text(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return column
 
 
-__all__ = ["IngestSummary", "Pulled", "fleet_window", "ingest", "pulled", "report", "source"]
+__all__ = [
+    "IngestSummary",
+    "Pulled",
+    "allocation_sequence",
+    "drop_tables",
+    "fleet_window",
+    "ingest",
+    "pulled",
+    "report",
+    "source",
+]
