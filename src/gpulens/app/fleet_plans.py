@@ -83,6 +83,13 @@ def run_plans(
         nodes = [(n.node, n.queues, n.gpus, n.used) for n in view.nodes if n.used is not None]
         jobs = view.usage.job_loads if view.usage is not None else []
         consolidation = consolidation_plan(jobs, nodes)
+        if consolidation.jobs_unknown:
+            notes.append(
+                f"consolidation plan: {consolidation.jobs_unknown} of {len(jobs)} jobs lack SM "
+                "activity, peak memory or the GPU's memory size in the GPU series, so no MIG or "
+                "sharing move is proposed for them (dcgm-exporter: DCGM_FI_PROF_SM_ACTIVE, "
+                "DCGM_FI_DEV_FB_USED and DCGM_FI_DEV_FB_TOTAL)"
+            )
         if view.usage is None:
             notes.append(
                 "consolidation plan: node packing from the node list only; moves of single "
