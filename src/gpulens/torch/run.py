@@ -122,6 +122,7 @@ class Run:
         self._dead = False
         self._failed_once = False
         self._queue: deque[Step] = deque()
+        self._window = Window()  # the writer thread's window being filled
         self._step_events: deque[Any] = deque()  # CUDA events at step ends, not yet read
         self._last_event: Any = None
         self._wait = 0.0
@@ -244,7 +245,7 @@ class Run:
 
     def _emit(self) -> None:
         try:
-            window = Window()
+            window = self._window  # phase and GPU times read while no step ended stay in it
             while self._queue:
                 window.add(self._queue.popleft())
             for forward, backward, optimizer in self._phases.collect():
@@ -254,6 +255,7 @@ class Run:
             values = window.values(self._flops.flops, self.peak_flops)
             if not values:
                 return
+            self._window = Window()
             values.update(memory_values(self.device))
             values.update(self._cpu.sample())
             self._writer.append([Reading(Kind.APP, time.time_ns(), self.labels, values)])
