@@ -33,7 +33,7 @@ from gpulens import catalog, units
 from gpulens.errors import ConfigError
 
 Agg = Literal["avg", "max"]
-Family = Literal["dcgm", "gpulens", "nvidia_gpu_exporter", "slurm_job_exporter"]
+Family = Literal["dcgm", "gpulens", "nvidia_gpu_exporter", "slurm_job_exporter", "site"]
 
 #: the gpulens metrics a report uses, in the order they are looked for; one series per metric
 #: and family is pulled (the first of its names the server has)
@@ -233,7 +233,9 @@ class SeriesMap:
     ) -> SeriesMap:
         """This map with a site's renames: `labels` as ``gpulens_label=site_label[|other]``
         (the site's labels are tried first), `series` as ``site_series=metric[:unit]``
-        (unit: percent, milliwatts, mib, mhz, or none for base units)."""
+        (unit: percent, milliwatts, mib, mhz, or none for base units). A site's series is
+        read instead of any exporter's for its metric (a recording rule replaces the raw
+        series it summarises)."""
         new_labels = dict(self.labels)
         for item in labels:
             key, sep, value = item.partition("=")
@@ -255,7 +257,7 @@ class SeriesMap:
                     f"prometheus.series {item!r}: expected SERIES=METRIC[:UNIT] with a metric "
                     f"among {', '.join(REPORT_METRICS)} and a unit among {', '.join(_UNITS)}"
                 )
-            new_series[name] = SeriesSpec(name, metric, "dcgm", _UNITS[unit], _agg(metric))
+            new_series[name] = SeriesSpec(name, metric, "site", _UNITS[unit], _agg(metric))
         return replace(
             self,
             labels=MappingProxyType(new_labels),

@@ -50,6 +50,7 @@ from gpulens.series_catalog import (
 #: GPU families in the order one is chosen
 FAMILY_ORDER: tuple[str, ...] = ("gpulens", "dcgm", "nvidia_gpu_exporter", "slurm_job_exporter")
 _FAMILY_NAMES = {
+    "site": "the site's own series (prometheus.series)",
     "gpulens": "gpulens agents",
     "dcgm": "dcgm-exporter",
     "nvidia_gpu_exporter": "nvidia_gpu_prometheus_exporter",
@@ -125,16 +126,23 @@ class PrometheusSource:
 
     def choose(self, present: set[str]) -> tuple[str | None, dict[str, list[SeriesSpec]]]:
         """The GPU family read (the first of `FAMILY_ORDER` with a series present) and, per
-        metric, its series present."""
-        for family in FAMILY_ORDER:
-            chosen: dict[str, list[SeriesSpec]] = {}
+        metric, its series present; a site's own series (`prometheus.series`) replace the
+        family's for their metric."""
+
+        def specs_of(family: str) -> dict[str, list[SeriesSpec]]:
+            out: dict[str, list[SeriesSpec]] = {}
             for name in sorted(present):
                 spec = self.mapping.series.get(name)
                 if spec is not None and spec.family == family:
-                    chosen.setdefault(spec.metric, []).append(spec)
+                    out.setdefault(spec.metric, []).append(spec)
+            return out
+
+        site = specs_of("site")
+        for family in FAMILY_ORDER:
+            chosen = specs_of(family)
             if chosen:
-                return family, chosen
-        return None, {}
+                return family, {**chosen, **site}
+        return ("site", site) if site else (None, {})
 
     def read(self, start_s: float, end_s: float, step_s: float) -> PromRange:
         """The readings of [start, end) at `step_s` (aligned down to whole steps)."""

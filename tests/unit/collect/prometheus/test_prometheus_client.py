@@ -141,3 +141,18 @@ def test_alignment_halving_and_queries() -> None:
     assert step_query("DCGM_FI_DEV_GPU_UTIL", "avg", 900, 'cluster="a"') == (
         'avg_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a"}[900s])'
     )
+
+
+def test_a_sites_recorded_series_replaces_the_raw_one_for_its_metric() -> None:
+    from gpulens.collect.prometheus import PrometheusSource, SeriesMap
+
+    mapping = SeriesMap().with_overrides(series=["gpu:util:avg1h=gpu_util_ratio:percent"])
+    with PrometheusSource("http://p:9090", mapping) as src:
+        family, chosen = src.choose(
+            {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE", "gpu:util:avg1h", "up"}
+        )
+        assert family == "dcgm"
+        assert [s.name for s in chosen["gpu_util_ratio"]] == ["gpu:util:avg1h"]
+        assert [s.name for s in chosen["sm_active_ratio"]] == ["DCGM_FI_PROF_SM_ACTIVE"]
+        assert src.choose({"gpu:util:avg1h"})[0] == "site"
+        assert src.choose({"up"}) == (None, {})
