@@ -31,13 +31,7 @@ def check(ctx: FleetContext) -> list[Finding]:
         severity = Severity.WARNING if share >= t.warning_share else Severity.INFO
         others = [o.name for o in takers if o.name != q.name][:3]
         held = f"; {', '.join(others)} held GPUs over quota meanwhile" if others else ""
-        borrow = (
-            f"Kueue: give {q.quota.name} `reclaimWithinCohort: Any` (or LowerPriority) so it "
-            "takes back what others borrowed, and set `borrowingLimit` on the borrowers"
-            if q.quota.parent
-            else f"put {q.quota.name} in a cohort (Kueue `cohortName`, a KAI parent queue, a "
-            "Volcano hierarchy) with preemption back to the owner"
-        )
+        borrow = _reclaim(q.quota.name, q.quota.source, q.quota.parent)
         out.append(
             Finding(
                 rule_id=RULE_ID,
@@ -65,3 +59,30 @@ def check(ctx: FleetContext) -> list[Finding]:
             )
         )
     return out
+
+
+def _reclaim(name: str, source: str, parent: str) -> str:
+    """How to let `name` take back its quota, in the words of the scheduler it came from."""
+    if source.endswith("(Kueue ClusterQueue)"):
+        if parent:
+            return (
+                f"Kueue: give {name} `preemption.reclaimWithinCohort: Any` (or LowerPriority) "
+                f"so it takes back what cohort {parent} borrowed, and set `borrowingLimit` on "
+                "the borrowers"
+            )
+        return f"Kueue: put {name} in a cohort (`cohortName`) with `reclaimWithinCohort`"
+    if source.endswith("(KAI Queue)"):
+        return (
+            f"KAI: keep {name}'s `gpu.quota` as its deserved share under parent "
+            f"{parent or '(none)'}, and reclaim over-quota GPUs (lower `overQuotaWeight` or a "
+            "`limit` on the borrowers)"
+        )
+    if source.endswith("(Volcano Queue)"):
+        return (
+            f"Volcano: set `reclaimable: true` on the queues that borrow from {name}, and a "
+            f"`guarantee` or `deserved` for {name} that the reclaim action honours"
+        )
+    return (
+        f"enforce {name}'s quota with a reclaim: a Kueue cohort with `reclaimWithinCohort`, a "
+        "KAI parent queue with over-quota reclaim, or Volcano `reclaimable` queues"
+    )
