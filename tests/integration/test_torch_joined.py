@@ -83,7 +83,9 @@ def test_tracker_and_telemetry_join_on_the_job(tmp_path: Path) -> None:
             opt.step()
             run.step(samples=32)
     end = time.time_ns()
-    _telemetry(store, start - 5 * 10**9, end + 5 * 10**9, labels)
+    # the GPU's readings over the run's span: every interval of the job then has both sides
+    # (an interval with telemetry and no app reading would fall back to the host's CPU)
+    _telemetry(store, start, end, labels)
 
     doc = report(store, JOB)
     [entry] = doc["training"]
