@@ -91,3 +91,26 @@ def test_toml_table(tmp_path: Path) -> None:
 def test_quantities() -> None:
     assert quantity("16") == 16 and quantity("500m") == 0.5 and quantity(2) == 2
     assert quantity("1Ki") == 1024 and quantity("2k") == 2000
+
+
+def test_kubectl_json_list_and_bad_input(shared: Path, tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    src = shared / KAI / "examples/time-based-fairshare/two-queue-oscillation/queues.yaml"
+    items = [d for d in yaml.safe_load_all(src.read_text()) if d]
+    listed = tmp_path / "queues.json"
+    listed.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert set(read_quotas([listed]).queues) == {"training-department", "team-a", "team-b"}
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("kind: Queue\n  spec: [\n")
+    with pytest.raises(SchedulerInputError, match=r"broken\.yaml"):
+        read_quotas([bad])
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(
+        "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: x}\n"
+        "spec: {resources: {gpu: {quota: lots}}}\n"
+    )
+    with pytest.raises(SchedulerInputError, match=r"wrong\.yaml.*Queue 'x'"):
+        read_quotas([wrong])
