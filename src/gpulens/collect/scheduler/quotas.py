@@ -191,7 +191,10 @@ def parse_quota_toml(data: Mapping[str, Any], source: str, into: Quotas | None =
 
 
 def _load(path: Path) -> tuple[str, Any]:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SchedulerInputError(str(path), exc.strerror or type(exc).__name__, FIX) from None
     if path.suffix == ".toml":
         try:
             return "toml", tomllib.loads(data.decode("utf-8"))

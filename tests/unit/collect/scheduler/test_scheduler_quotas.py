@@ -114,3 +114,5 @@ def test_kubectl_json_list_and_bad_input(shared: Path, tmp_path: Path) -> None:
     )
     with pytest.raises(SchedulerInputError, match=r"wrong\.yaml.*Queue 'x'"):
         read_quotas([wrong])
+    with pytest.raises(SchedulerInputError, match=r"missing\.yaml: No such file"):
+        read_quotas([tmp_path / "missing.yaml"])
