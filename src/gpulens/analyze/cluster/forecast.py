@@ -172,7 +172,7 @@ def forecast(
     raw = np.asarray(hourly_demand, dtype=np.float64)
     if raw.size < MIN_HOURS:
         raise ValueError(
-            f"the forecast needs at least {MIN_HOURS} hours of history, got {raw.size}"
+            f"the forecast needs at least {MIN_HOURS} hours of history, got {raw.size} h"
         )
     y = _fill(raw)
     window = int(min(horizon_hours, max(DAY, raw.size // 5)))
