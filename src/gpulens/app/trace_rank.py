@@ -89,7 +89,7 @@ def settled(outcome: RankOutcome) -> RankOutcome:
 
 def analyse_rank(task: RankTask) -> RankOutcome:
     """Load and analyse one rank file; its summary, or its failure (module docstring)."""
-    from gpulens.app.traces import load_trace_file  # app/traces.py imports this module
+    from gpulens.app.trace_files import load_trace_file
 
     try:
         trace = load_trace_file(task.path, rank=task.position, name=task.name, limits=task.limits)
