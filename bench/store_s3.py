@@ -212,7 +212,8 @@ def main() -> None:
                           AWS_SECRET_ACCESS_KEY="bench", AWS_REGION="us-east-1")  # fmt: skip
         fs = pafs.S3FileSystem(endpoint_override=endpoint.removeprefix("http://"),
                                scheme="http", access_key="bench", secret_key="bench",
-                               region="us-east-1", allow_bucket_creation=True, request_timeout=30)  # fmt: skip
+                               region="us-east-1", allow_bucket_creation=True,
+                               request_timeout=30)  # fmt: skip
         fs.create_dir("bench")
         raw = work / "raw"
         raw_copy(root, raw)

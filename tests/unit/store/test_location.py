@@ -80,5 +80,6 @@ def test_names_carry_their_host_for_per_host_compaction() -> None:
     assert name_host(seg) == "node_7.example" and name_start_ns(seg) == 123
     txn = segment_name("n1", 5, prefix="txn-abcdef0123456789-")
     assert name_host(txn) == "n1" and name_start_ns(txn) == 5
-    assert name_host(compacted_name(9, "n1")) == "n1" and name_start_ns(compacted_name(9, "n1")) == 9
+    cmp = compacted_name(9, "n1")
+    assert name_host(cmp) == "n1" and name_start_ns(cmp) == 9
     assert name_host(compacted_name(9)) is None and name_start_ns(compacted_name(9)) == 9
