@@ -51,7 +51,9 @@ _SQL_ERRORS: tuple[type[Exception], ...] = (
     duckdb.TypeMismatchException,
     duckdb.SyntaxException,
 )
-_VANISHED = re.compile(r"no files found|no such file|cannot open file|does not exist", re.I)
+_VANISHED = re.compile(
+    r"no files found|no such file|cannot open file|does not exist|no_?such_?key", re.I
+)
 _DUCK_TYPES = {"timestamp[ns]": "TIMESTAMP_NS", "string": "VARCHAR", "double": "DOUBLE"}
 
 
@@ -177,6 +179,9 @@ class Store:
                     view = _view_sql(kind, files)
                 self._con.execute(f"CREATE OR REPLACE VIEW {kind.value} AS {view}")
                 self._views[kind] = files
+        if self._schemas:  # forget the schemas of files no view reads any more
+            current = {f for files in self._views.values() for f in files}
+            self._schemas = {f: s for f, s in self._schemas.items() if f in current}
 
     def _dataset(self, kind: Kind, files: list[ObjectPath]) -> pads.Dataset:
         """The files of `kind` in an object store as one pyarrow dataset: columns unified by
