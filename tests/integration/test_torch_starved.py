@@ -14,6 +14,7 @@ from tests.integration.integrations_check import report as _report  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 import gpulens.torch as gt  # noqa: E402
+from gpulens.analyze.states import Thresholds  # noqa: E402
 
 BATCH = 16
 STEPS = 16
@@ -42,10 +43,11 @@ class Images(Dataset):
 
 
 def _cnn() -> torch.nn.Module:
+    # wide enough that a step's compute dwarfs a fed loader's own indexing and collation
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(16 * 4 * 4, 10),
+        torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(64, 128, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(128 * 4 * 4, 10),
     )  # fmt: skip
 
 
@@ -89,5 +91,8 @@ def test_starved_against_fed(tmp_path: Path) -> None:
 
     fed = _report(store, "fed")
     [job] = fed["training"]
-    assert job["data_wait_ratio"] < 0.05
+    # a fed loader still takes its own indexing and collation time, a share that depends on the
+    # machine and the network (10 % with one of a few thousand weights): far below the starved
+    # run's share and the finding's threshold
+    assert job["data_wait_ratio"] < min(0.5 * injected, Thresholds().data_wait_high / 2)
     assert not [f for f in fed["findings"] if f["rule_id"] == "input_bound"]

@@ -478,12 +478,15 @@ def ingest(
     from gpulens.app.ingest import ingest as run_ingest
     from gpulens.collect.csv_import import column_map_from_options
 
+    if prometheus is None and not files:
+        raise typer.BadParameter(  # a usage error: the usage line, exit 2
+            "Missing argument: the files to store, or --prometheus URL", param_hint="'FILES...'"
+        )
     cfg = load_config(config, overrides={"data_dir": str(data_dir) if data_dir else None})
     if prometheus is not None:
         _ingest_prometheus(cfg, prometheus, since, until, step, bool(files))
         return
-    if not files:
-        raise ConfigError("gpulens ingest needs files to store, or --prometheus URL")
+    assert files  # without --prometheus, files were required above
     ts_ns = None
     if time is not None:
         try:
