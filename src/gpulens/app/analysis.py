@@ -203,7 +203,7 @@ def analyse(
     first = int(pc.min(frame["start_ns"]).as_py())
     last = int(pc.max(frame["start_ns"]).as_py() + step_s * NS)
     if by is not None and BY_COLUMNS.get(by) == "queue":
-        frame = _with_queue(frame, node_queues or {})
+        frame = with_queues(frame, node_queues or {})
     ctx = build_context(
         frame,
         events(store, first, last),  # version changes for baseline_regression, deploys...
@@ -305,7 +305,7 @@ def report(
 UNMAPPED_QUEUE = "(no queue)"
 
 
-def _with_queue(frame: pa.Table, node_queues: Mapping[str, str]) -> pa.Table:
+def with_queues(frame: pa.Table, node_queues: Mapping[str, str]) -> pa.Table:
     """`frame` with a `queue` column from its `host` (UNMAPPED_QUEUE for others)."""
     hosts = frame["host"].to_pylist() if "host" in frame.column_names else [None] * len(frame)
     queues = pa.array([node_queues.get(str(h), UNMAPPED_QUEUE) for h in hosts], pa.string())

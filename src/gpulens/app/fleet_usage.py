@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from gpulens.analyze import rollups
 from gpulens.analyze.cluster.consolidation import JobLoad, job_loads
 from gpulens.app import session
-from gpulens.app.analysis import auto_step
+from gpulens.app.analysis import UNMAPPED_QUEUE, auto_step, with_queues
 from gpulens.config import Config
 from gpulens.findings.context import IDLE_RULE
 from gpulens.findings.engine import build_context, run_rules
@@ -28,7 +28,7 @@ from gpulens.findings.model import Finding
 from gpulens.store.frames import gpu_intervals
 
 NS = 1_000_000_000
-UNMAPPED = "(no queue)"
+UNMAPPED = UNMAPPED_QUEUE
 COLUMNS = (
     "gpus",
     "gpu_hours",
@@ -68,15 +68,6 @@ def _rows(table: pa.Table, key: str) -> list[dict[str, Any]]:
         out["allocation"] = alloc_h / gpu_h if gpu_h and alloc_h is not None else None
         rows.append(out)
     return sorted(rows, key=lambda r: -(r["gpu_hours"] or 0))
-
-
-def with_queues(frame: pa.Table, node_queues: Mapping[str, str]) -> pa.Table:
-    """`frame` with a `queue` column from its `host` (UNMAPPED for hosts of no queue)."""
-    hosts = frame["host"].to_pylist() if "host" in frame.column_names else [None] * len(frame)
-    queues = pa.array([node_queues.get(str(h), UNMAPPED) for h in hosts], pa.string())
-    if "queue" in frame.column_names:
-        frame = frame.drop_columns(["queue"])
-    return frame.append_column("queue", queues)
 
 
 def usage(
