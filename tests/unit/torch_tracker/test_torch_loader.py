@@ -57,7 +57,7 @@ def test_worker_cpu_tells_busy_from_idle() -> None:
 
 class _Burn(Dataset):  # type: ignore[type-arg]
     def __len__(self) -> int:
-        return 64
+        return 192  # ~1 s an epoch on two workers: several samples of the same workers' CPU
 
     def __getitem__(self, i: int) -> torch.Tensor:
         end = time.process_time() + 0.01  # 10 ms of CPU per sample in the worker
