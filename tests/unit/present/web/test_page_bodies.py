@@ -62,15 +62,15 @@ def test_sixteen_viewers_share_one_serialisation_and_one_gzip(
         with lock:
             bodies.append(r.content)
 
-    viewers = [threading.Thread(target=view) for _ in range(16)]
+    view()  # the first viewer makes the page; first requests racing may each serialise it
+    viewers = [threading.Thread(target=view) for _ in range(16)]  # (never under the lock)
     for v in viewers:
         v.start()
     for v in viewers:
         v.join(120)
-    assert len(bodies) == 16 and len(set(bodies)) == 1
+    assert len(bodies) == 17 and len(set(bodies)) == 1
     cache: PageBodies = app.state.bodies
-    # two first requests may serialise at once (never under the lock); not one per viewer
-    assert 1 <= cache.serialised <= 2 and cache.compressed <= 2
+    assert cache.serialised == 1 and cache.compressed == 1  # sixteen more viewers, no more work
 
 
 @dataclass
