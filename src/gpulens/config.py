@@ -417,7 +417,8 @@ SETTINGS: tuple[Setting, ...] = (
         float,
         60.0,
         "An idle_allocated finding warns from this long (jobstats: 60 min); also the `for:` of the "
-        "GpulensGpuIdleAllocated alert that `gpulens rules` writes.",
+        "GpulensGpuIdleAllocated alert that `gpulens rules` writes, and the warning level of "
+        "`gpulens enforce`.",
         minimum=0.0,
         maximum=10080.0,
     ),
@@ -425,9 +426,71 @@ SETTINGS: tuple[Setting, ...] = (
         "findings.idle_allocated.act_minutes",
         float,
         120.0,
-        "An idle_allocated finding is critical (act on it) from this long (jobstats: 120 min).",
+        "An idle_allocated finding is critical (act on it) from this long (jobstats: 120 min); "
+        "`gpulens enforce` acts on a warned job from this long.",
         minimum=0.0,
         maximum=10080.0,
+    ),
+    Setting(
+        "enforce.act_enabled",
+        bool,
+        False,
+        "Let `gpulens enforce --no-dry-run` run enforce.command on jobs idle past "
+        "findings.idle_allocated.act_minutes (off: it warns and records only).",
+    ),
+    Setting(
+        "enforce.command",
+        str,
+        "scancel {job}",
+        "The command `gpulens enforce` runs to act on an idle job, without a shell: split like a "
+        "shell line, then each argument filled in from {job}, {pod}, {namespace}, {user}, "
+        "{host}, {gpu}, {partition}, {qos} (e.g. kubectl delete pod {pod} -n {namespace}).",
+    ),
+    Setting(
+        "enforce.warn_command",
+        str,
+        None,
+        "A command `gpulens enforce --no-dry-run` runs for each new warning (same placeholders as "
+        "enforce.command; e.g. a script that mails {user}); none by default.",
+    ),
+    Setting(
+        "enforce.command_timeout_seconds",
+        float,
+        60.0,
+        "An enforce command still running after this long is stopped and recorded as failed.",
+        minimum=1.0,
+        maximum=3600.0,
+    ),
+    Setting(
+        "enforce.exempt_users",
+        list,
+        [],
+        "Users whose jobs `gpulens enforce` never warns or acts on.",
+    ),
+    Setting(
+        "enforce.exempt_qos",
+        list,
+        [],
+        "Slurm QoS names exempt from `gpulens enforce` (the QoS comes from squeue --json).",
+    ),
+    Setting(
+        "enforce.exempt_partitions",
+        list,
+        [],
+        "Slurm partitions (or queues) exempt from `gpulens enforce`.",
+    ),
+    Setting(
+        "enforce.exempt_namespaces",
+        list,
+        [],
+        "Kubernetes namespaces exempt from `gpulens enforce`.",
+    ),
+    Setting(
+        "enforce.audit_log",
+        str,
+        None,
+        "The append-only JSON-lines log of every warning and action of `gpulens enforce` "
+        "(default: enforce-audit.jsonl in the data directory).",
     ),
     Setting(
         "thresholds.memory",
