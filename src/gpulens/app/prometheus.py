@@ -13,7 +13,7 @@ import contextlib
 import ctypes
 import gc
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -131,13 +131,17 @@ def pulled(
     end_s: float,
     step_s: float,
     keep_tables: bool = False,
+    reshape: Callable[[PromRange], list[str]] | None = None,
 ) -> Iterator[Pulled]:
     """The range read at `step_s` into a temporary store, for the length of the `with`.
-    Once stored, the reading tables are dropped (`drop_tables`) unless `keep_tables`."""
+    Once stored, the reading tables are dropped (`drop_tables`) unless `keep_tables`.
+    `reshape`: changes the range's tables before they are stored (a job report keeps the
+    job's GPUs); its notes are added to the report's."""
     with source(cfg, url) as src, tempfile.TemporaryDirectory(prefix="gpulens-prom-") as tmp:
         prom = src.read(start_s, end_s, step_s)
         if prom.family is None and not prom.sequence.num_rows:
             raise CollectError(f"{src.name}: {prom.notes[0]}")
+        reshaped = reshape(prom) if reshape is not None else []
         data_dir = Path(tmp)
         with Commit(data_dir) as commit:
             writer = SegmentWriter(data_dir, "prometheus", commit=commit)
@@ -148,7 +152,7 @@ def pulled(
             drop_tables(prom)
         _hand_back()  # the parse's transient arrays, before the analysis takes its share
         values = {**cfg.values, "data_dir": str(data_dir)}
-        notes = [f"read from {src.name}: {_describe(prom)}", *prom.notes]
+        notes = [f"read from {src.name}: {_describe(prom)}", *prom.notes, *reshaped]
         yield Pulled(Config(values, cfg.sources), prom, rows, notes)
 
 
@@ -185,14 +189,16 @@ def report(
     step_s: float | None = None,
     by: str | None = None,
     node_queues: Mapping[str, str] | None = None,
+    reshape: Callable[[PromRange], list[str]] | None = None,
 ) -> ReportView:
     """`gpulens report --prometheus URL`: the same report as on a store (default window: the
-    last 7 days; default step: the report's automatic one for the span)."""
+    last 7 days; default step: the report's automatic one for the span). `reshape`: see
+    `pulled`."""
     if by is not None and by not in analysis.BY_COLUMNS:
         raise ConfigError(f"--by {by!r}: use one of {', '.join(analysis.BY_COLUMNS)}")
     start, end = window(start_ns, end_ns, now_ns, 7 * DAY_S)
     step = step_s or auto_step(end - start)
-    with pulled(cfg, url, start, end, step) as got:
+    with pulled(cfg, url, start, end, step, reshape=reshape) as got:
         queues = {**got.prom.tables.node_queues, **(node_queues or {})}
         view = analysis.report(
             got.cfg,
