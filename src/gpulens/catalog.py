@@ -759,6 +759,33 @@ APP_METRICS: tuple[Metric, ...] = (
     ),
     _a("app_latency_p50_seconds", "s", "Median request latency.", resolution=1e-5),
     _a("app_latency_p99_seconds", "s", "99th-percentile request latency.", resolution=1e-5),
+    # measured inside the serving process (gpulens.torch.inference), per engine and window,
+    # warm-up calls left out of the latency figures
+    _a("app_requests", "requests", "Calls served after warm-up in the window.", resolution=1.0),
+    _a(
+        "app_requests_per_second",
+        "requests/s",
+        "Calls served after warm-up per second of the window.",
+        resolution=1e-3,
+    ),
+    _a("app_latency_mean_seconds", "s", "Mean request latency.", resolution=1e-6),
+    _a("app_latency_min_seconds", "s", "Fastest request.", resolution=1e-6),
+    _a("app_latency_p90_seconds", "s", "90th-percentile request latency.", resolution=1e-6),
+    _a("app_latency_p95_seconds", "s", "95th-percentile request latency.", resolution=1e-6),
+    _a("app_latency_max_seconds", "s", "Slowest request.", resolution=1e-6),
+    _a(
+        "app_busy_ratio",
+        _RATIO,
+        "Share of the window spent inside calls (summed latency over the window, at most 1).",
+        resolution=1e-4,
+    ),
+    _a(
+        "app_warmup_requests",
+        "requests",
+        "Calls of the window counted as the engine's warm-up (not in the latency figures).",
+        resolution=1.0,
+    ),
+    _a("app_warmup_seconds", "s", "Time spent in those warm-up calls.", resolution=1e-6),
     _a("app_batch_size", "samples", "Batch size in use.", resolution=1.0),
     _a(
         "app_kernel_launches_per_second",
