@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
-from gpulens.analyze.traces.limits import TraceLimits
+from gpulens.analyze.traces.limits import DEFAULT_LIMITS, TraceLimits
 from gpulens.analyze.traces.load import DEFAULT_CHUNK_BYTES, load_trace
 from gpulens.analyze.traces.model import Trace
 from gpulens.errors import TraceFormatError
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 PathLike = str | os.PathLike[str]
+
+_LIMITS_ENV = "GPULENS_LIMITS_"  # the environment variables of the `limits.*` settings
 
 
 def open_trace(path: PathLike) -> BinaryIO:
@@ -48,6 +50,9 @@ def trace_limits(env: Mapping[str, str] | None = None, cfg: Config | None = None
     (`GPULENS_LIMITS_*`, default: os.environ) over their defaults. ConfigError names a bad
     value."""
     if cfg is None:
+        environ = os.environ if env is None else env
+        if not any(name.startswith(_LIMITS_ENV) for name in environ):
+            return DEFAULT_LIMITS  # the settings' defaults (tested equal): no settings to read
         from gpulens.config import load_config  # only here: `gpulens trace` starts without it
 
         cfg = load_config(env=env)

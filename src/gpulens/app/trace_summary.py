@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpulens.analyze.traces.align import CHECKED
+from gpulens.analyze.traces.arrays import distinct
 from gpulens.analyze.traces.causes import Gaps, IdleCauses
 from gpulens.analyze.traces.comm import collective_labels
 from gpulens.analyze.traces.kernels import KERNEL_CLASSES, class_codes, gpu_work_rows
@@ -69,7 +70,7 @@ def skeleton(trace: Trace) -> Trace:
     picked = np.concatenate([rows, bounds])
     fields = {name: getattr(ev, name)[picked] for name in EventTable.__struct_fields__}
     codes = fields["name"][: rows.size]
-    used = np.unique(codes[codes >= 0])
+    used = distinct(codes[codes >= 0])
     names = [trace.names[int(c)] for c in used.tolist()]
     remapped = np.full(picked.size, MISSING, dtype=fields["name"].dtype)
     remapped[: rows.size] = np.where(codes >= 0, np.searchsorted(used, codes), MISSING)

@@ -21,6 +21,7 @@ from gpulens.analyze.traces import load as load_module
 from gpulens.analyze.traces.limits import TraceLimits
 from gpulens.analyze.traces.load import load_trace
 from gpulens.app.traces import load_trace_file, trace_limits
+from gpulens.config import load_config
 from gpulens.errors import ConfigError, InputTooLarge, TraceFormatError
 
 MiB = 1 << 20
@@ -232,7 +233,10 @@ def test_no_trace_events_is_one_linear_pass(tmp_path: Path) -> None:
 
 
 def test_limits_come_from_the_settings(tmp_path: Path) -> None:
-    assert trace_limits({}) == TraceLimits()
+    # with no `GPULENS_LIMITS_*` variable the settings are not read: their defaults must be
+    # the loader's own
+    assert trace_limits(cfg=load_config(env={})) == TraceLimits() == trace_limits({})
+    assert trace_limits({"GPULENS_COLLECT_INTERVAL_SECONDS": "oops"}) == TraceLimits()
     env = {"GPULENS_LIMITS_MAX_STRING_BYTES": "100", "GPULENS_LIMITS_MAX_EVENTS": "5"}
     assert trace_limits(env) == TraceLimits(max_string_bytes=100, max_events=5)
     with pytest.raises(ConfigError, match="GPULENS_LIMITS_MAX_NESTING"):

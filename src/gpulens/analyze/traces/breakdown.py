@@ -28,6 +28,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from gpulens.analyze.traces.arrays import distinct
 from gpulens.analyze.traces.model import (
     GPU_WORK_CATEGORIES,
     MISSING,
@@ -197,9 +198,9 @@ def _groups(
     time order (file order among equal starts: `rows` come in file order, and the sort is
     stable). One key, the common case, takes no copy of the rows."""
     ev = trace.events
-    distinct = np.unique(keys)
-    for key in distinct:
-        sel = None if distinct.size == 1 else np.flatnonzero(keys == key)
+    keyset = distinct(keys)
+    for key in keyset:
+        sel = None if keyset.size == 1 else np.flatnonzero(keys == key)
         r = rows if sel is None else rows[sel]
         ts = ev.ts_ns[r]
         order = np.argsort(ts, kind="stable")
@@ -281,7 +282,7 @@ def selection(
         window_end = hta_window_end(trace, cpu) if n_steps >= 2 else None
         if window_end is not None:
             kept_cpu = cpu & (ev.ts_ns < window_end)
-            kept_corr = np.unique(ev.correlation[kept_cpu])
+            kept_corr = distinct(ev.correlation[kept_cpu])
             selected = kept_cpu | (gpu & np.isin(ev.correlation, kept_corr))
             notes.append(f"HTA window: events before {window_end} ns (last ProfilerStep start)")
         else:

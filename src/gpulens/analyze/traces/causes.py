@@ -34,6 +34,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from gpulens.analyze.traces.arrays import distinct
 from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.kernels import gpu_work_rows
 from gpulens.analyze.traces.model import LAUNCH_CATEGORIES, MISSING, Ints, Trace
@@ -269,7 +270,7 @@ def idle_causes(
 
     parts: list[tuple[Ints, Ints, Ints, npt.NDArray[np.intp], npt.NDArray[np.intp]]] = []
     span = 0
-    for device in np.unique(ev.pid[work]).tolist():
+    for device in distinct(ev.pid[work]).tolist():
         sel = np.flatnonzero(ev.pid[work] == device)
         r = work[sel]
         order = np.lexsort((ev.index[r], ev.ts_ns[r]))

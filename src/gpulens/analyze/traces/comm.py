@@ -21,6 +21,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from gpulens.analyze.traces.arrays import distinct
 from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.causes import covered
 from gpulens.analyze.traces.kernels import KERNEL_CLASSES, class_codes, gpu_work_rows
@@ -106,7 +107,7 @@ def communication(trace: Trace) -> Communication:
     is_compute = ~is_comm & (codes != KERNEL_CLASSES.index("memcpy_memset"))
     comm_total = exposed_total = compute_total = span = 0
     per_kernel_exposed = np.zeros(rows.size, dtype=np.int64)
-    for device in np.unique(ev.pid[rows]).tolist():
+    for device in distinct(ev.pid[rows]).tolist():
         on = ev.pid[rows] == device
         ts, end = ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]
         span += int(end[on].max() - ts[on].min())

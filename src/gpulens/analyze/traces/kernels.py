@@ -29,6 +29,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from gpulens.analyze.traces.arrays import distinct
 from gpulens.analyze.traces.model import GPU_WORK_CATEGORIES, Trace
 
 KERNEL_CLASSES = (
@@ -222,7 +223,7 @@ def copy_stats(trace: Trace, examples: int = 3) -> list[CopyStats]:
     ev = trace.events
     rows = np.flatnonzero(trace.category_mask(COPY_CATEGORIES) & ev.has_dur)
     out: list[CopyStats] = []
-    for code in np.unique(ev.name[rows]).tolist():
+    for code in distinct(ev.name[rows]).tolist():
         r = rows[ev.name[rows] == code]
         d = ev.dur_ns[r]
         longest = r[np.argsort(-d, kind="stable")[:examples]]

@@ -19,6 +19,7 @@ import re
 import msgspec
 import numpy as np
 
+from gpulens.analyze.traces.arrays import distinct
 from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.causes import CAUSES, IdleCauses, covered, cpu_rows, launch_rows
 from gpulens.analyze.traces.kernels import gpu_work_rows
@@ -75,7 +76,7 @@ def steps(trace: Trace, causes: IdleCauses | None = None) -> list[Step]:
     launch = launch_rows(trace, work)
     anchor = np.where(launch != MISSING, ev.ts_ns[np.where(launch != MISSING, launch, 0)], -1)
     anchor = np.where(launch != MISSING, anchor, ev.ts_ns[work])
-    devices = np.unique(ev.pid[work]).tolist()
+    devices = distinct(ev.pid[work]).tolist()
     rows = np.asarray(chosen, dtype=np.intp)
     starts, ends = ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]
     busy = np.zeros(rows.size, dtype=np.int64)
