@@ -601,6 +601,45 @@ SETTINGS: tuple[Setting, ...] = (
         "label_team",
         "The kube-state-metrics kube_pod_labels label that names a pod's team.",
     ),
+    Setting(
+        "inference.objective_ms",
+        float,
+        100.0,
+        "The serving latency objective in milliseconds: the report's engine choice by load "
+        "says up to which QPS the native engine holds it (docs/inference.md).",
+        minimum=0.001,
+        maximum=3_600_000.0,
+    ),
+    Setting(
+        "inference.objective_quantile",
+        str,
+        "p95",
+        "The latency quantile the objective applies to.",
+        choices=("p50", "p90", "p95", "p99"),
+    ),
+    Setting(
+        "profile.steps",
+        int,
+        5,
+        "Steps a tracked process profiles on `gpulens profile` (or an automatic request).",
+        minimum=1,
+        maximum=1000,
+    ),
+    Setting(
+        "profile.auto",
+        bool,
+        False,
+        "Let findings on a tracked job (input_bound) request a profile of it themselves, once "
+        "per job (docs/inference.md, profiling on demand).",
+    ),
+    Setting(
+        "profile.auto_every_minutes",
+        float,
+        60.0,
+        "At most one automatic profile request in this many minutes, over all jobs.",
+        minimum=1.0,
+        maximum=10080.0,
+    ),
 )
 
 BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
