@@ -111,6 +111,24 @@ class FleetView:
     usage: UsageView | None = None
     grid: Grid | None = None  # the queue × step matrices the summary was computed from
     quotas: QuotaReport | None = None
+    #: why pending demand (in GPUs) is unknown, when it is: pending-while-idle is then
+    #: unknown too (None in JSON, "unknown (why)" in text), never 0; "" when it is known
+    pending_unknown: str = ""
+
+
+#: what to give when no source says how many GPUs wait
+PENDING_FIX = (
+    "give a scheduler source with pending jobs (--jobs, --slurm squeue/sacct, --k8s) or a "
+    "cluster sequence with a pending column"
+)
+
+
+def pending_unknown_reason(summary: ClusterSummary | None, why: Sequence[str]) -> str:
+    """Why pending demand is unknown ("" when some source gave it in GPUs)."""
+    if summary is None or summary.pending_known:
+        return ""
+    reasons = list(dict.fromkeys(why)) or ["no source gave pending demand in GPUs"]
+    return f"{'; '.join(reasons)}: {PENDING_FIX}"
 
 
 def parse_capacity(specs: Sequence[str]) -> dict[str, float]:
@@ -169,6 +187,7 @@ def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView
     parts: list[pa.Table] = []
     described: list[str] = []
     notes: list[str] = []
+    why: list[str] = []  # why pending demand may be unknown, per source
     jobs_seen: list[pa.Table] = []
     nodes_seen: list[pa.Table] = []
     if src.sequences:
@@ -182,8 +201,10 @@ def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView
         described.append(f"job log: {len(src.jobs)} file(s), {jobs.num_rows} jobs")
     if src.slurm or src.slurm_commands:
         _slurm(src, step, parts, described, jobs_seen, nodes_seen)
+        if not any(p.num_rows and p[PENDING].null_count < p.num_rows for p in parts):
+            why.append("Slurm node lists carry no pending jobs")
     if got is not None:
-        _prometheus_parts(got, src, nodes_seen, parts, described, notes)
+        why.append(_prometheus_parts(got, src, nodes_seen, parts, described, notes))
     k8s: list[tuple[str, KubernetesState]] = []
     if src.k8s:  # one cluster: pods and nodes may come in separate files
         k8s.append((", ".join(p.name for p in src.k8s), read_kubernetes(*src.k8s)))
@@ -201,6 +222,8 @@ def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView
             )
     grid = _grid([_capacity(p, src.capacity) for p in parts], src.step_s) if scheduler else None
     summary = summarise(grid) if grid is not None else None
+    if src.sequences and summary is not None and not summary.pending_known:
+        why.append("the cluster sequence has no pending demand (no pending column mapped)")
     unknown = [q.name for q in summary.queues if q.gpus != q.gpus] if summary else []
     if unknown:
         notes.append(
@@ -246,6 +269,7 @@ def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView
         usage=used,
         grid=grid,
         quotas=quotas,
+        pending_unknown=pending_unknown_reason(summary, why),
     )
 
 
@@ -404,9 +428,10 @@ def _prometheus_parts(
     parts: list[pa.Table],
     described: list[str],
     notes: list[str],
-) -> None:
+) -> str:
     """The Prometheus range's cluster sequence: Kueue's quotas and usage when the server has
-    them, else GPUs reporting and held per queue from the GPU series themselves."""
+    them, else GPUs reporting and held per queue from the GPU series themselves. Returns why
+    its pending demand is unknown (neither gives pending GPUs)."""
     from gpulens.app.prometheus import allocation_sequence, drop_tables
 
     prom = got.prom
@@ -422,7 +447,7 @@ def _prometheus_parts(
                 f"Kueue counts pending workloads, not GPUs (mean pending: {waiting}): "
                 "pending GPU demand unknown"
             )
-        return
+        return "Kueue counts pending workloads, not GPUs"
     nodes = pa.concat_tables(nodes_seen) if nodes_seen else NODE_SCHEMA.empty_table()
     queues = {**prom.tables.node_queues, **_node_queues(nodes), **src.node_queues}
     seq = allocation_sequence(prom, queues)
@@ -433,3 +458,4 @@ def _prometheus_parts(
             "queues from the GPU series (GPUs reporting, GPUs a job or pod held): pending "
             "demand unknown without Kueue or a scheduler source (--slurm, --k8s, --jobs)"
         )
+    return "the GPU series say which GPUs are held, not how many wait"

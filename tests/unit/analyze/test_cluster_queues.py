@@ -130,3 +130,52 @@ def test_busiest_window() -> None:
     assert busiest_window(movable, 60, window_s=120) == (3, pytest.approx(5 / 60))
     # a window longer than the data: all of it
     assert busiest_window(movable, 60) == (0, pytest.approx(8 / 60))
+
+
+def _without_pending(queues: set[str]) -> pa.Table:
+    """The sequence with the pending demand of `queues` unknown (null), as Kueue's workload
+    counts or the GPU series alone give it."""
+    rows = _table().to_pylist()
+    for row in rows:
+        if row["queue"] in queues:
+            row["pending_gpus"] = None
+    return pa.Table.from_pylist(rows, schema=SEQUENCE_SCHEMA)
+
+
+def test_unknown_pending_is_unknown_not_zero() -> None:
+    s = summarise(to_grid(_without_pending({"a", "b", "c"})))
+    assert not s.pending_known
+    assert math.isnan(s.pending_gpu_hours)
+    assert math.isnan(s.pending_while_idle_share)
+    assert math.isnan(s.pending_while_idle_gpu_hours)
+    assert math.isnan(s.peak_gpu_hours)
+    assert np.isnan(s.movable).all()
+    for q in s.queues:
+        assert not q.pending_known
+        assert math.isnan(q.pending_gpu_hours) and math.isnan(q.pending_steps_share)
+        assert math.isnan(q.pending_while_idle_share)
+        assert math.isnan(q.waited_while_idle_gpu_hours)
+        assert math.isnan(q.idle_while_others_waited_gpu_hours)
+    # what is known stays known: allocation does not depend on pending demand
+    truth = _truth()
+    assert s.pooled_allocation == pytest.approx(truth["pooled"])
+
+
+def test_pending_known_for_some_queues_counts_those() -> None:
+    """Pending of `c` unknown: the movable GPUs are those of a's and b's pending (c's counted
+    as 0: a lower bound), and c's own pending figures are unknown."""
+    s = summarise(to_grid(_without_pending({"c"})))
+    assert s.pending_known
+    movable = []
+    for i in range(len(SEQ["a"])):
+        now = {q: v[i] for q, v in SEQ.items() if v[i] is not None}
+        pending = {q: (v[2] if q != "c" else 0) for q, v in now.items()}
+        idle = {q: max(v[0] - v[1], 0) for q, v in now.items()}
+        movable.append(_max_flow(pending, idle))
+    assert list(s.movable) == movable
+    assert s.pending_gpu_hours == pytest.approx(
+        sum(v[2] for q in ("a", "b") for v in SEQ[q] if v is not None) / 60
+    )
+    c = next(q for q in s.queues if q.name == "c")
+    assert math.isnan(c.pending_gpu_hours) and math.isnan(c.waited_while_idle_gpu_hours)
+    assert not math.isnan(c.idle_while_others_waited_gpu_hours)

@@ -6,6 +6,13 @@ another queue wait. The GPU-time that could have moved is the largest flow from 
 demand p_a to idle GPUs i_b of the *other* queues (b ≠ a), which is
 min(P, I, min_a(P + I − p_a − i_a)) with P = Σp, I = Σi (the min-cut of that bipartite graph).
 A step counts when that flow is above 0. Steps where a queue has no data leave that queue out.
+
+**Pending demand can be unknown**: Kueue counts pending *workloads*, not GPUs, and the GPU
+series alone carry no queue. Unknown is NaN and stays NaN, never 0: a queue whose pending
+demand is never known has unknown pending GPU-hours and pending-while-idle figures, and a
+step where no queue's pending demand is known has unknown movable GPUs, so the cluster's
+pending-while-idle share is unknown when no step knows it. A step where some queues' pending
+is known and others' is not counts the known ones (a lower bound).
 """
 
 from __future__ import annotations
@@ -33,8 +40,13 @@ class QueueSummary:
     pending_steps_share: float  # steps with pending demand ÷ steps with data
     steps: int  # steps with data
     pending_while_idle_share: float = float("nan")  # steps its pending could have moved
-    waited_while_idle_gpu_hours: float = 0.0  # its pending demand other queues' idle could take
-    idle_while_others_waited_gpu_hours: float = 0.0  # its idle GPUs others' pending could take
+    waited_while_idle_gpu_hours: float = float("nan")  # its pending others' idle could take
+    idle_while_others_waited_gpu_hours: float = float("nan")  # its idle others' pending took
+
+    @property
+    def pending_known(self) -> bool:
+        """Whether the sources ever gave this queue's pending demand (in GPUs)."""
+        return not np.isnan(self.pending_gpu_hours)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +77,12 @@ class ClusterSummary:
     def end_s(self) -> int:
         return self.start_s + self.steps * self.step_s
 
+    @property
+    def pending_known(self) -> bool:
+        """Whether any source gave pending demand in GPUs (Kueue's pending workloads and the
+        GPU series alone do not): without it pending-while-idle is unknown, not 0."""
+        return not np.isnan(self.pending_gpu_hours)
+
 
 def _ratio(num: float, den: float) -> float:
     return num / den if den > 0 else float("nan")
@@ -72,7 +90,7 @@ def _ratio(num: float, den: float) -> float:
 
 def idle_and_pending(grid: Grid) -> tuple[np.ndarray, np.ndarray]:
     """Idle (total − in use, floored at 0) and pending GPUs per queue and step, 0 where
-    unknown."""
+    unknown (callers mask the steps where nothing is known: `movable_gpus`)."""
     known = ~np.isnan(grid.total) & ~np.isnan(grid.in_use)
     idle = np.where(known, np.maximum(grid.total - grid.in_use, 0.0), 0.0)
     pending = np.where(np.isnan(grid.pending), 0.0, np.maximum(grid.pending, 0.0))
@@ -81,13 +99,15 @@ def idle_and_pending(grid: Grid) -> tuple[np.ndarray, np.ndarray]:
 
 def movable_gpus(grid: Grid) -> np.ndarray:
     """Per step: the GPUs idle in some queue that pending jobs of another queue could take
-    (NaN where no queue's idle GPUs are known: no total, or no in-use count)."""
+    (NaN where no queue's idle GPUs are known: no total, or no in-use count; and NaN where
+    no queue's pending demand is known)."""
     idle, pending = idle_and_pending(grid)
     p_sum, i_sum = pending.sum(axis=0), idle.sum(axis=0)
     own = (p_sum + i_sum)[None, :] - pending - idle
     flow = np.minimum(np.minimum(p_sum, i_sum), own.min(axis=0))
     idle_known = (~np.isnan(grid.total) & ~np.isnan(grid.in_use)).any(axis=0)
-    return np.where(idle_known, np.maximum(flow, 0.0), np.nan)
+    pending_known = (~np.isnan(grid.pending)).any(axis=0)
+    return np.where(idle_known & pending_known, np.maximum(flow, 0.0), np.nan)
 
 
 def _crossing(
@@ -95,13 +115,17 @@ def _crossing(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per queue, over the steps with movable GPUs: its pending that others' idle could take,
     min(p_a, I − i_a), and its idle that others' pending could take, min(i_b, P − p_b); and
-    the number of steps where the first is above 0."""
+    the number of steps where the first is above 0. NaN where unknown: the first for a queue
+    whose pending demand is never known, the second when no step's movable GPUs are."""
     idle, pending = idle_and_pending(grid)
     on = np.nan_to_num(movable) > 0
     p_sum, i_sum = pending.sum(axis=0), idle.sum(axis=0)
     waiting = np.minimum(pending, i_sum[None, :] - idle)[:, on]
     lent = np.minimum(idle, p_sum[None, :] - pending)[:, on].sum(axis=1) * hours
-    return waiting.sum(axis=1) * hours, lent, (waiting > 0).sum(axis=1)
+    waited = waiting.sum(axis=1) * hours
+    waited = np.where((~np.isnan(grid.pending)).any(axis=1), waited, np.nan)
+    lent = lent if (~np.isnan(movable)).any() else np.full(lent.shape, np.nan)
+    return waited, lent, (waiting > 0).sum(axis=1)
 
 
 def _queue(grid: Grid, q: int, hours: float) -> QueueSummary:
@@ -127,8 +151,14 @@ def _queue(grid: Grid, q: int, hours: float) -> QueueSummary:
         gpu_hours=gpu_h,
         in_use_gpu_hours=use_h,
         idle_gpu_hours=float(np.maximum(total[both] - in_use[both], 0.0).sum()) * hours,
-        pending_gpu_hours=float(pending[seen_pending].sum()) * hours,
-        pending_steps_share=_ratio(float((pending[seen_pending] > 0).sum()), float(steps)),
+        pending_gpu_hours=(
+            float(pending[seen_pending].sum()) * hours if seen_pending.any() else float("nan")
+        ),
+        pending_steps_share=(
+            _ratio(float((pending[seen_pending] > 0).sum()), float(steps))
+            if seen_pending.any()
+            else float("nan")
+        ),
         steps=steps,
     )
 
@@ -136,7 +166,9 @@ def _queue(grid: Grid, q: int, hours: float) -> QueueSummary:
 def _with_crossing(q: QueueSummary, waited: float, lent: float, steps: int) -> QueueSummary:
     return replace(
         q,
-        pending_while_idle_share=_ratio(float(steps), float(q.steps)),
+        pending_while_idle_share=(
+            _ratio(float(steps), float(q.steps)) if q.pending_known else float("nan")
+        ),
         waited_while_idle_gpu_hours=float(waited),
         idle_while_others_waited_gpu_hours=float(lent),
     )
@@ -164,7 +196,11 @@ def summarise(grid: Grid) -> ClusterSummary:
         gpus=float(per_step_total.max()) if per_step_total.size else float("nan"),
         gpu_hours=gpu_h,
         in_use_gpu_hours=use_h,
-        pending_gpu_hours=sum(q.pending_gpu_hours for q in queues),
+        pending_gpu_hours=(
+            sum(q.pending_gpu_hours for q in queues if q.pending_known)
+            if any(q.pending_known for q in queues)
+            else float("nan")
+        ),
         pending_while_idle_share=_ratio(float((movable[seen] > 0).sum()), float(seen.sum())),
         pending_while_idle_gpu_hours=(
             float(movable[seen].sum()) * hours if seen.any() else float("nan")
@@ -181,7 +217,9 @@ def summarise(grid: Grid) -> ClusterSummary:
 
 def busiest_window(movable: np.ndarray, step_s: int, window_s: int = 3600) -> tuple[int, float]:
     """(first step, GPU-hours) of the `window_s` span (at least one step) with the most
-    movable GPU-time."""
+    movable GPU-time ((0, NaN) when no step's movable GPUs are known)."""
+    if not (~np.isnan(movable)).any():
+        return 0, float("nan")
     per_step = np.nan_to_num(movable) * step_s / 3600.0
     width = max(1, min(per_step.size, window_s // step_s))
     sums = np.convolve(per_step, np.ones(width), mode="valid")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -18,9 +19,15 @@ def _iso(ts_s: int) -> str:
     return datetime.fromtimestamp(ts_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _known(x: float) -> float:
+    """`x`, or 0 where unknown (NaN), for ranking only."""
+    return 0.0 if math.isnan(x) else x
+
+
 def check(ctx: FleetContext) -> list[Finding]:
     """One finding for the cluster when the share of steps with movable GPUs and the movable
-    GPU-hours both reach their thresholds."""
+    GPU-hours both reach their thresholds. Unknown pending demand (NaN: Kueue's workload
+    counts, GPU series alone) raises nothing: the fleet output says it is unknown and why."""
     s, t = ctx.summary, ctx.thresholds
     if s is None or len(s.queues) < 2:
         return []
@@ -34,8 +41,8 @@ def check(ctx: FleetContext) -> list[Finding]:
         if share >= t.warning_share
         else Severity.INFO
     )
-    waiting = sorted(s.queues, key=lambda q: -q.waited_while_idle_gpu_hours)
-    lending = sorted(s.queues, key=lambda q: -q.idle_while_others_waited_gpu_hours)
+    waiting = sorted(s.queues, key=lambda q: -_known(q.waited_while_idle_gpu_hours))
+    lending = sorted(s.queues, key=lambda q: -_known(q.idle_while_others_waited_gpu_hours))
     waiters = [q.name for q in waiting if q.waited_while_idle_gpu_hours > 0][:3]
     lenders = [q.name for q in lending if q.idle_while_others_waited_gpu_hours > 0][:3]
     return [

@@ -88,12 +88,12 @@ def _sequence_dict(s: ClusterSummary | None) -> dict[str, Any]:
         "gpus": _n(s.gpus),
         "gpu_hours": s.gpu_hours,
         "in_use_gpu_hours": s.in_use_gpu_hours,
-        "pending_gpu_hours": s.pending_gpu_hours,
+        "pending_gpu_hours": _n(s.pending_gpu_hours),
         "pending_while_idle_share": _n(s.pending_while_idle_share),
         "pending_while_idle_gpu_hours": _n(s.pending_while_idle_gpu_hours),
         "pending_while_idle_peak": {
             "start": _iso(s.peak_start_s),
-            "gpu_hours": s.peak_gpu_hours,
+            "gpu_hours": _n(s.peak_gpu_hours),
         },
         "queues": [
             {
@@ -105,10 +105,10 @@ def _sequence_dict(s: ClusterSummary | None) -> dict[str, Any]:
                 "gpu_hours": q.gpu_hours,
                 "in_use_gpu_hours": q.in_use_gpu_hours,
                 "idle_gpu_hours": q.idle_gpu_hours,
-                "pending_gpu_hours": q.pending_gpu_hours,
+                "pending_gpu_hours": _n(q.pending_gpu_hours),
                 "pending_steps_share": _n(q.pending_steps_share),
-                "waited_while_idle_gpu_hours": q.waited_while_idle_gpu_hours,
-                "idle_while_others_waited_gpu_hours": q.idle_while_others_waited_gpu_hours,
+                "waited_while_idle_gpu_hours": _n(q.waited_while_idle_gpu_hours),
+                "idle_while_others_waited_gpu_hours": _n(q.idle_while_others_waited_gpu_hours),
                 "steps": q.steps,
             }
             for q in s.queues
@@ -136,6 +136,7 @@ def to_dict(view: FleetView, steps: bool = False) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "sources": view.sources,
         **_sequence_dict(view.summary),
+        "pending_unknown": view.pending_unknown or None,
         "fragmentation": [
             {
                 "queue": f.queue,
@@ -199,6 +200,9 @@ QUEUE_HEADERS = (
 )
 
 
+UNKNOWN = "unknown"
+
+
 def _queue_rows(view: FleetView) -> list[list[str]]:
     return [
         [
@@ -207,11 +211,30 @@ def _queue_rows(view: FleetView) -> list[list[str]]:
             human.percent(_n(q.allocation)),
             _quartiles(q.allocation_quartiles),
             _hours(q.idle_gpu_hours),
-            _hours(q.pending_gpu_hours),
+            _hours(q.pending_gpu_hours) if q.pending_known else UNKNOWN,
             f"{human.percent(_n(q.pending_while_idle_share))} of steps, "
-            f"{_hours(q.waited_while_idle_gpu_hours)}",
+            f"{_hours(q.waited_while_idle_gpu_hours)}"
+            if q.pending_known and _n(q.pending_while_idle_share) is not None
+            else UNKNOWN,
         ]
         for q in (view.summary.queues if view.summary else ())
+    ]
+
+
+def pending_lines(view: FleetView) -> list[str]:
+    """The pending-while-idle and pending-demand lines: figures, or "unknown (why)"."""
+    s = view.summary
+    if s is None:
+        return []
+    if not s.pending_known:
+        why = view.pending_unknown or "no source gave pending demand in GPUs"
+        return [f"pending while idle: {UNKNOWN} ({why})", f"pending demand: {UNKNOWN}"]
+    missing = [q.name for q in s.queues if not q.pending_known]
+    partial = f" (unknown for {', '.join(missing[:8])}: a lower bound)" if missing else ""
+    return [
+        f"pending while idle: {human.percent(_n(s.pending_while_idle_share))} of the steps, "
+        f"{_hours(s.pending_while_idle_gpu_hours)} could have moved{partial}",
+        f"pending demand: {_hours(s.pending_gpu_hours)}{partial}",
     ]
 
 
@@ -225,9 +248,7 @@ def _headline(view: FleetView) -> list[str]:
         f"sources: {'; '.join(view.sources)}",
         f"pooled allocation: {human.percent(_n(s.pooled_allocation))} of "
         f"{_hours(s.gpu_hours)} ({_hours(s.in_use_gpu_hours)} in use)",
-        f"pending while idle: {human.percent(_n(s.pending_while_idle_share))} of the steps, "
-        f"{_hours(s.pending_while_idle_gpu_hours)} could have moved",
-        f"pending demand: {_hours(s.pending_gpu_hours)}",
+        *pending_lines(view),
     ]
 
 
