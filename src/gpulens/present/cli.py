@@ -616,6 +616,18 @@ def report(
     node_queue: Annotated[
         list[str] | None, typer.Option(help="--by queue: queues of hosts, NODE=QUEUE,...")
     ] = None,
+    sacct: Annotated[
+        Path | None,
+        typer.Option(help="--job with --prometheus: the job's record, sacct/squeue --json output."),
+    ] = None,
+    k8s: Annotated[
+        Path | None,
+        typer.Option(help="--job with --prometheus: the pod (ns/pod), kubectl -o json or yaml."),
+    ] = None,
+    job_lookup: Annotated[
+        str | None,
+        typer.Option(help="--job with --prometheus: command printing the record ({job} = ID)."),
+    ] = None,
 ) -> None:
     """A job report (--job) or a fleet report: useful work, waste and its price, findings."""
     from gpulens.app.analysis import report as run_report
@@ -630,7 +642,16 @@ def report(
     given = {"job_id": job, "user": user, "host": host, "engine": engine, "project": project}
     scope = {k: v for k, v in given.items() if v}
     queues = parse_capacity_like(node_queue or [], "--node-queue", "NODE=QUEUE")
-    if prometheus is not None:
+    record = None
+    if prometheus is not None and job:  # the job's range and GPUs from its scheduler
+        from gpulens.app import job_range
+
+        record = job_range.lookup(job, sacct, k8s, job_lookup)
+    elif sacct is not None or k8s is not None or job_lookup is not None:
+        raise ConfigError("--sacct, --k8s and --job-lookup go with --job ID --prometheus URL")
+    if record is not None:
+        view = job_range.report(cfg, prometheus, record, now, step)
+    elif prometheus is not None:
         from gpulens.app.prometheus import report as prometheus_report
 
         view = prometheus_report(cfg, prometheus, start_ns, end_ns, now, scope, step, by, queues)
