@@ -28,6 +28,7 @@ from gpulens.analyze import fairness, fleet, rollups, waste
 from gpulens.analyze.baselines import BaselineSettings, run_verdicts
 from gpulens.analyze.carbon import DEFAULT_REGION
 from gpulens.analyze.efficiency import Thresholds, classify, useful_work
+from gpulens.analyze.inference import Objective
 from gpulens.analyze.memory import (
     JOB_PEAK_COLUMNS,
     MemorySettings,
@@ -38,6 +39,7 @@ from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
 from gpulens.app import session
 from gpulens.app.gpus import coverage_notes, gpu_counts, gpu_rows, time_notes
+from gpulens.app.inference import section as serving_section
 from gpulens.app.training import section as training_section
 from gpulens.config import Config
 from gpulens.findings.context import FindingThresholds
@@ -112,6 +114,11 @@ class ReportView:
     baseline: dict[str, Any] = field(default_factory=dict)  # where the baselines came from
     # per job with app readings: the framework's timing (data wait, step time, MFU...)
     training: list[dict[str, Any]] = field(default_factory=list)
+    # per (job, model, engine) served through gpulens.torch.inference: latency and QPS; the
+    # engine choice by load per model; the engine fallbacks (app/inference.py)
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    engine_choice: list[dict[str, Any]] = field(default_factory=list)
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
     # `report --by KEY`: {"by": KEY, "rows": one per group, largest GPU-hours first}
     groups: dict[str, Any] = field(default_factory=dict)
 
@@ -174,10 +181,12 @@ def analyse(
     max_gap_s: float | None = None,
     by: str | None = None,
     node_queues: Mapping[str, str] | None = None,
+    objective: Objective | None = None,
 ) -> ReportView:
     """Build the report of the store over [start_ns, end_ns) for the given label scope.
     `max_gap_s`: the coverage rule's cap (None: twice each GPU's sampling interval). `by`: a
-    key of `BY_COLUMNS` to break the report down by (queues from `node_queues`)."""
+    key of `BY_COLUMNS` to break the report down by (queues from `node_queues`). `objective`:
+    the serving latency objective of the engine choice by load (default p95 <= 100 ms)."""
     filters = {k: v for k, v in (scope or {}).items() if v}
     if step_s is None:
         first, last = (None, None) if None not in (start_ns, end_ns) else store.time_bounds()
@@ -193,6 +202,10 @@ def analyse(
     view.training, app_only = training_section(
         store, start_ns, end_ns, filters, step_s, frame, states, finding_thresholds
     )
+    serving = serving_section(store, start_ns, end_ns, filters, frame, objective)
+    view.latency, view.engine_choice = serving.latency, serving.engine_choice
+    view.fallbacks = serving.fallbacks
+    app_only = [*app_only, *serving.findings]
     if frame.num_rows == 0:
         view.findings = app_only
         view.notes.append(
@@ -214,6 +227,7 @@ def analyse(
         thresholds=finding_thresholds,
         memory=memory,
         baselines=baselines,
+        latency=tuple(view.latency),
     )
     annotated = ctx.frame
     view.findings = [*run_rules(ctx), *app_only]

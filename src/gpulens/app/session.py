@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from gpulens.analyze.carbon import g_per_kwh
 from gpulens.analyze.efficiency import Thresholds
+from gpulens.analyze.inference import Objective
 from gpulens.analyze.memory import MemorySettings
 from gpulens.analyze.prices import Prices, parse_assignments
 from gpulens.clock import Clock
@@ -412,6 +413,11 @@ def analysis_settings(cfg: Config) -> dict[str, Any]:
         "memory": with_overrides(MemorySettings(), "thresholds.memory", cfg),
         # the coverage rule's cap (None: twice each GPU's sampling interval)
         "max_gap_s": float(cfg.get("analysis.max_gap_seconds")) or None,
+        # the serving latency objective of the engine choice by load (app/inference.py)
+        "objective": Objective(
+            float(cfg.get("inference.objective_ms")) / 1e3,
+            str(cfg.get("inference.objective_quantile")),
+        ),
     }
 
 

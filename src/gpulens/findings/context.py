@@ -119,6 +119,8 @@ class Context:
     prices: Prices = field(default_factory=Prices)
     region: str | float = DEFAULT_REGION
     quotas: Mapping[str, float] | None = None
+    # per (job, model, engine): serving latency measured in-process (analyze.inference)
+    latency: tuple[Mapping[str, Any], ...] = ()
     errors: list[RuleError] = field(default_factory=list, compare=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -146,6 +148,7 @@ def build_context(
     quotas: Mapping[str, float] | None = None,
     leaks: pa.Table | None = None,
     overprovisioned: pa.Table | None = None,
+    latency: tuple[Mapping[str, Any], ...] = (),
 ) -> Context:
     """A Context over `frame`, running classify / useful_work / annotate where their columns
     are missing (a frame that has them is used as is)."""
@@ -170,4 +173,5 @@ def build_context(
         prices=prices,
         region=region,
         quotas=quotas,
+        latency=latency,
     )

@@ -20,6 +20,7 @@ except ImportError:
         "(pip install torch, or the gpulens[torch] extra) or leave gpulens.torch unimported"
     ) from None
 
+from gpulens.torch.inference import Inference, inference
 from gpulens.torch.run import NullRun, Run, disabled, start, track
 
-__all__ = ["NullRun", "Run", "disabled", "start", "track"]
+__all__ = ["Inference", "NullRun", "Run", "disabled", "inference", "start", "track"]

@@ -1,12 +1,20 @@
-"""engine_migration: eager inference stuck memory-bound or hollow-busy; move it to TensorRT."""
+"""engine_migration: eager inference stuck memory-bound or hollow-busy; move it to TensorRT.
+
+When the workload's jobs were served through gpulens.torch.inference on eager and on an
+optimised engine with the same model (`ctx.latency`), the gain is the measured ratio of their
+median latencies, and the evidence says so; else `recommend_engine_migration`'s (a measured
+telemetry ratio, or the estimate from the activity gap or precision).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from gpulens.analyze.engines import recommend_engine_migration
+from gpulens.analyze.inference import measured_gain
 from gpulens.findings.columns import ends, equals, in_states, starts
 from gpulens.findings.context import Context
+from gpulens.findings.inference import latency_evidence
 from gpulens.findings.model import Evidence, Finding
 from gpulens.findings.runs import Run, finding, impact
 
@@ -29,6 +37,12 @@ def check(ctx: Context) -> list[Finding]:
         rows = np.flatnonzero(mine & steady)
         if rows.size == 0:
             continue
+        jobs = [j.strip() for j in str(row["jobs"] or "").split(",") if j.strip()]
+        latency = measured_gain([dict(r) for r in ctx.latency], jobs) if ctx.latency else None
+        if latency is not None:
+            row.update(expected_gain=latency[0], gain_basis=latency[1], target_engine=latency[2])
+            row.update(gain_kind="measured latency")
+            row["gpu_hours_saved"] = row["gpu_hours"] * max(0.0, 1.0 - 1.0 / latency[0])
         gain = float(row["expected_gain"])
         saved = 1.0 - 1.0 / gain if gain > 1 else 0.0
         run = Run(rows, int(starts(ctx)[rows].min()), int(ends(ctx)[rows].max()), True)
@@ -48,8 +62,11 @@ def check(ctx: Context) -> list[Finding]:
                 note=f"an optimised engine reaches about {s.target_sm_active:.2f}",
             ),
             Evidence("dram_active", float(row["dram_active"] or float("nan"))),
-            Evidence("expected_gain", gain, note=str(row["gain_basis"])),
         ]
+        if latency is not None:
+            evidence += latency_evidence(latency[3], latency[4], gain, latency[1])
+        else:
+            evidence.append(Evidence("expected_gain", gain, note=str(row["gain_basis"])))
         out.append(
             finding(
                 ctx,

@@ -22,6 +22,7 @@ from gpulens.findings.model import Evidence, Finding
 from gpulens.numbers import is_nan
 from gpulens.present import format as human
 from gpulens.present.names import gpu_names
+from gpulens.present.reports import serving
 from gpulens.present.reports.markup import html_table, md_table, num, page_css
 from gpulens.present.reports.training import html_parts, markdown_lines, terminal_lines
 
@@ -247,6 +248,10 @@ def to_json(view: ReportView) -> str:
         doc["groups"] = view.groups
     if view.training:
         doc["training"] = view.training
+    if view.latency or view.fallbacks:
+        doc["latency"] = view.latency
+        doc["engine_choice"] = view.engine_choice
+        doc["fallbacks"] = view.fallbacks
     return dumps(doc)
 
 
@@ -353,6 +358,7 @@ def to_markdown(view: ReportView) -> str:
         lines += [", ".join(f"{k} = `{v}`" for k, v in view.scope.items()), ""]
     lines += md_table(["measure", "value"], [[k, v] for k, v in _headline(view)])
     lines += markdown_lines(view.training)
+    lines += serving.markdown_lines(view.latency, view.engine_choice, view.fallbacks)
     lines += ["## Per GPU: duty cycle versus useful work", ""]
     shown, hidden = _shown_gpus(view)
     lines += md_table(
@@ -452,6 +458,7 @@ def to_terminal(view: ReportView) -> str:
     width = max(len(k) for k, _ in _headline(view))
     lines += [f"{k:<{width}}  {v}" for k, v in _headline(view)] + [""]
     lines += terminal_lines(view.training)
+    lines += serving.terminal_lines(view.latency, view.engine_choice, view.fallbacks)
     shown, hidden = _shown_gpus(view)
     lines.append(
         "Per GPU                                  duty                  SM                    "
@@ -547,6 +554,7 @@ def to_html(view: ReportView) -> str:
         f"<h1>{html.escape(view.title)}</h1>",
         html_table(["measure", "value"], [[k, v] for k, v in _headline(view)]),
         *html_parts(view.training),
+        *serving.html_parts(view.latency, view.engine_choice, view.fallbacks),
         "<h2>Per GPU: duty cycle versus useful work</h2>",
         '<p class="legend">'
         + "".join(f'<span style="background:{c}"></span>{n}' for n, c in _COLORS.items())
