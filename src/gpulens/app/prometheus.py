@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpulens.app import analysis
+from gpulens.app import analysis, session
 from gpulens.app.analysis import UNMAPPED_QUEUE, ReportView, auto_step
 from gpulens.cluster_schema import IN_USE, PENDING, QUEUE, SEQUENCE_SCHEMA, TOTAL, TS
 from gpulens.collect.prometheus import (
@@ -36,7 +36,8 @@ from gpulens.collect.prometheus import (
 from gpulens.config import Config
 from gpulens.errors import CollectError, ConfigError
 from gpulens.model import Kind
-from gpulens.store import Commit, SegmentWriter
+from gpulens.store import Commit, SegmentWriter, Store
+from gpulens.store.query import Params
 
 NS = 1_000_000_000
 DAY_S = 86_400
@@ -200,17 +201,39 @@ def report(
     step = step_s or auto_step(end - start)
     with pulled(cfg, url, start, end, step, reshape=reshape) as got:
         queues = {**got.prom.tables.node_queues, **(node_queues or {})}
-        view = analysis.report(
-            got.cfg,
-            round(got.prom.start_s * NS),
-            round(got.prom.end_s * NS),
-            scope,
-            step,
-            by=by,
-            node_queues=queues,
-        )
+        store = QueryOnce(got.cfg.data_dir)
+        try:  # what `analysis.report` does, on a store that keeps no query's memory
+            view = analysis.analyse(
+                store,
+                round(got.prom.start_s * NS),
+                round(got.prom.end_s * NS),
+                scope,
+                step,
+                prices=session.prices(got.cfg),
+                region=session.carbon_region(got.cfg),
+                quotas=session.quotas(got.cfg),
+                **session.analysis_settings(got.cfg),
+                by=by,
+                node_queues=queues,
+            )
+        finally:
+            store.close()
     view.notes[:0] = got.notes
     return view
+
+
+class QueryOnce(Store):
+    """A store whose every query runs on a DuckDB connection of its own, closed after it.
+
+    DuckDB keeps the working memory of a large query until its connection closes: for the
+    interval frame of 512 GPUs × 7 days that is about 0.45 GB beside the 0.18 GB frame, held
+    through the whole analysis that follows. The temporary store of `report --prometheus` is
+    queried a handful of times, so a connection per query costs little and returns that
+    memory at once (the result's Arrow buffers outlive the connection)."""
+
+    def query(self, sql: str, params: Params = None) -> pa.Table:
+        with Store(self.data_dir) as store:
+            return store.query(sql, params)
 
 
 @dataclass
