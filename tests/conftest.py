@@ -38,9 +38,11 @@ def _assert_same_trace(a: Any, b: Any) -> None:
     """Two loaded `Trace`s hold equal columns (dtype and values), string tables and names."""
     import numpy as np
 
+    from gpulens.analyze.traces.record import record_fields
+
     for table in ("events", "flows"):
         x, y = getattr(a, table), getattr(b, table)
-        for key in type(x).__struct_fields__:
+        for key in record_fields(type(x)):
             left, right = getattr(x, key), getattr(y, key)
             assert left.dtype == right.dtype, (table, key)
             assert np.array_equal(left, right, equal_nan=left.dtype.kind == "f"), (table, key)

@@ -171,8 +171,8 @@ def test_typed_structs_decode_nearly_every_slice(
     # schema change that makes real slices fall back to the permissive ones would keep the
     # results and lose the speed
     (path,) = [p for p in _files(shared) if p.name == name]
-    counting = tuple(_Counting(d) for d in load_module.DECODERS)
-    monkeypatch.setattr(load_module, "DECODERS", counting)
+    counting = tuple(_Counting(d) for d in load_module.struct_decoders())
+    monkeypatch.setattr(load_module, "struct_decoders", lambda: counting)
     monkeypatch.setattr(load_module, "_USE_SCANNER", False)
     trace = load_trace_file(path)
     assert trace.raw_event_count > 100_000
@@ -193,8 +193,8 @@ def test_an_unknown_category_costs_one_attempt(
     events = [event % ("new_runtime" if i % 50 == 0 else "kernel", i, i) for i in range(5000)]
     path = tmp_path / "new.json"
     path.write_text('{"traceEvents": [' + ", ".join(events) + "]}", encoding="utf-8")
-    counting = tuple(_Counting(d) for d in load_module.DECODERS)
-    monkeypatch.setattr(load_module, "DECODERS", counting)
+    counting = tuple(_Counting(d) for d in load_module.struct_decoders())
+    monkeypatch.setattr(load_module, "struct_decoders", lambda: counting)
     monkeypatch.setattr(load_module, "_USE_SCANNER", False)
     trace = load_trace_file(path, chunk_bytes=10_000)
     assert trace.categories == ["new_runtime", "kernel"]

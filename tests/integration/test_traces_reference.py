@@ -12,13 +12,13 @@ import csv
 from functools import cache
 from pathlib import Path
 
-import msgspec
 import numpy as np
 import pytest
 from hta_cases import REFERENCE, TRACES, close, reference_cases
 
 from gpulens.analyze.traces.breakdown import RankBreakdown, breakdown, job_step_name_count
 from gpulens.analyze.traces.model import Trace
+from gpulens.analyze.traces.record import replace
 from gpulens.app.traces import load_trace_file
 
 TEMPORAL_COLUMNS = {
@@ -185,9 +185,7 @@ def test_ns_resolution_difference_is_float64(shared: Path) -> None:
 
     floats = np.array([as_float(v) for v in ts.tolist()]) - as_float(low)
     emulated = np.rint(floats * 1000).astype(np.int64)
-    hta_like = msgspec.structs.replace(
-        trace, events=msgspec.structs.replace(trace.events, ts_ns=emulated)
-    )
+    hta_like = replace(trace, events=replace(trace.events, ts_ns=emulated))
     (split,) = breakdown(hta_like, hta_window=True, hta_quirks=True).idle_by_stream
     folder = shared / REFERENCE / "hta_ns_resolution_v100_r0" / "unrounded"
     rows = csv.DictReader((folder / "idle_time_breakdown.csv").open(encoding="utf-8"))

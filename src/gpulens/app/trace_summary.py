@@ -25,7 +25,6 @@ broadcasts.
 
 from __future__ import annotations
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -36,6 +35,7 @@ from gpulens.analyze.traces.comm import collective_labels
 from gpulens.analyze.traces.kernels import KERNEL_CLASSES, class_codes, gpu_work_rows
 from gpulens.analyze.traces.model import MISSING, EventTable, FlowTable, Trace
 from gpulens.analyze.traces.ranks import RankAnalysis
+from gpulens.analyze.traces.record import record_fields, replace
 
 __all__ = ["KEPT_GAPS", "KeptGaps", "anchor_rows", "skeleton", "summarize", "thin"]
 
@@ -68,7 +68,7 @@ def skeleton(trace: Trace) -> Trace:
     else:
         bounds = np.zeros(0, dtype=np.intp)
     picked = np.concatenate([rows, bounds])
-    fields = {name: getattr(ev, name)[picked] for name in EventTable.__struct_fields__}
+    fields = {name: getattr(ev, name)[picked] for name in record_fields(EventTable)}
     codes = fields["name"][: rows.size]
     used = distinct(codes[codes >= 0])
     names = [trace.names[int(c)] for c in used.tolist()]
@@ -91,7 +91,7 @@ def skeleton(trace: Trace) -> Trace:
     )
 
 
-class KeptGaps(Gaps, frozen=True):
+class KeptGaps(Gaps):
     """The longest `KEPT_GAPS` idle gaps of a rank, in their order, and how many it had
     (`len`): what the report reads of them (the count, and the longest for the timeline)."""
 
@@ -118,11 +118,11 @@ def _thin_gaps(gaps: Gaps) -> KeptGaps:
 def thin(analysis: RankAnalysis) -> RankAnalysis:
     """`analysis` with its gaps' row references dropped (they point into the full trace)."""
     causes: IdleCauses = analysis.causes
-    return msgspec.structs.replace(
-        analysis, causes=msgspec.structs.replace(causes, gaps=_thin_gaps(causes.gaps))
+    return replace(
+        analysis, causes=replace(causes, gaps=_thin_gaps(causes.gaps))
     )
 
 
 def summarize(analysis: RankAnalysis) -> RankAnalysis:
     """`analysis` holding the skeleton of its trace instead of the trace (module docstring)."""
-    return thin(msgspec.structs.replace(analysis, trace=skeleton(analysis.trace)))
+    return thin(replace(analysis, trace=skeleton(analysis.trace)))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from gpulens.analyze.traces import load as load_module
 from gpulens.analyze.traces.breakdown import breakdown, union_length
 from gpulens.analyze.traces.load import decimal_to_ns, load_trace, rank_from_name
+from gpulens.analyze.traces.record import record_fields
 from gpulens.analyze.traces.times import texts_to_ns
 from gpulens.app.traces import load_trace_file
 from gpulens.errors import TraceFormatError
@@ -350,7 +351,7 @@ def test_struct_and_dict_decoding_agree_on_odd_types(
                 for other in (dicts, whole):
                     for table in ("events", "flows"):
                         x, y = getattr(structs, table), getattr(other, table)
-                        for key in type(x).__struct_fields__:
+                        for key in record_fields(type(x)):
                             left, right = getattr(x, key), getattr(y, key)
                             assert left.dtype == right.dtype
                             assert np.array_equal(left, right, equal_nan=True), (table, key)

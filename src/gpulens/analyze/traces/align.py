@@ -22,17 +22,17 @@ the difference between its end timestamps is the clock skew.
 
 from __future__ import annotations
 
-import msgspec
 import numpy as np
 
 from gpulens.analyze.traces.comm import collective_labels
 from gpulens.analyze.traces.kernels import KERNEL_CLASSES, class_codes, gpu_work_rows
 from gpulens.analyze.traces.model import Trace
+from gpulens.analyze.traces.record import Record
 
 CHECKED = 8  # anchor kernels per rank compared to measure the residual
 
 
-class Alignment(msgspec.Struct, frozen=True):
+class Alignment(Record):
     method: str  # "collective", "shared clock" or "per-rank start"
     anchor: str | None  # the collective aligned on
     shifts_ns: list[int]  # per rank, in the order given: added to its timestamps

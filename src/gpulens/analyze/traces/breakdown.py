@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -36,6 +35,7 @@ from gpulens.analyze.traces.model import (
     Ints,
     Trace,
 )
+from gpulens.analyze.traces.record import Record, field
 
 KERNEL_WAIT_NS = 30_000  # HTA's consecutive_kernel_delay: 30 (µs, although documented as ns)
 # HTA (traceinsight 0.6.x) non-compute names; anything else on the GPU is computation.
@@ -48,7 +48,7 @@ PROFILER_STEP = re.compile(r"^ProfilerStep#\d+")
 _SYNC_BY_NAME = ("Event Sync", "Context Sync")
 
 
-class Temporal(msgspec.Struct, frozen=True):
+class Temporal(Record):
     """HTA's temporal breakdown of one rank, in integer ns (`*_us` for µs floats)."""
 
     kernel_time_ns: int
@@ -65,7 +65,7 @@ class Temporal(msgspec.Struct, frozen=True):
         }
 
 
-class IdleSplit(msgspec.Struct, frozen=True):
+class IdleSplit(Record):
     """Idle gaps split by cause: one stream (HTA) or one device over all its streams (ours)."""
 
     key: int  # stream id, or device (pid) for device idle
@@ -87,7 +87,7 @@ class IdleSplit(msgspec.Struct, frozen=True):
         }
 
 
-class DeviceIdle(msgspec.Struct, frozen=True):
+class DeviceIdle(Record):
     """Union of all streams of one device: span, busy and idle (split by cause), ns."""
 
     device: int
@@ -100,13 +100,13 @@ class DeviceIdle(msgspec.Struct, frozen=True):
         return self.span_ns - self.busy_ns
 
 
-class RankBreakdown(msgspec.Struct, frozen=True):
+class RankBreakdown(Record):
     rank: int | None
     temporal: Temporal | None  # None when the selection has no GPU rows
     idle_by_stream: list[IdleSplit]
     device_idle: list[DeviceIdle]
     window_end_ns: int | None = None  # start of the last ProfilerStep when the HTA window applied
-    notes: list[str] = msgspec.field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def union_length(starts: Ints, ends: Ints) -> int:
@@ -257,7 +257,7 @@ def hta_window_end(trace: Trace, cpu: Bools) -> int | None:
     return int(trace.events.ts_ns[steps].max()) if steps.size else None
 
 
-class Selection(msgspec.Struct, frozen=True):
+class Selection(Record):
     """The rows one rank's HTA-comparable analyses read (masks over the event table)."""
 
     selected: Bools  # parsed rows, within HTA's window when it applies

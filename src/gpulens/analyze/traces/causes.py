@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import re
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -38,6 +37,7 @@ from gpulens.analyze.traces.arrays import distinct
 from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.kernels import gpu_work_rows
 from gpulens.analyze.traces.model import LAUNCH_CATEGORIES, MISSING, Ints, Trace
+from gpulens.analyze.traces.record import Record
 
 CAUSES = ("data_loader", "sync", "launch_overhead", "cpu_ops", "gpu_wait", "unknown")
 LAUNCH_GAP_NS = 50_000
@@ -114,7 +114,7 @@ def _union(trace: Trace, rows: npt.NDArray[np.intp]) -> tuple[Ints, Ints]:
     return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
 
 
-class Gaps(msgspec.Struct, frozen=True):
+class Gaps(Record):
     """Device idle gaps, one entry per gap (ts order within each device)."""
 
     device: Ints
@@ -132,7 +132,7 @@ class Gaps(msgspec.Struct, frozen=True):
         return int(self.start_ns.size)
 
 
-class GapExample(msgspec.Struct, frozen=True):
+class GapExample(Record):
     device: int
     start_ns: int
     dur_ns: int
@@ -156,7 +156,7 @@ class GapExample(msgspec.Struct, frozen=True):
         }
 
 
-class CauseTotal(msgspec.Struct, frozen=True):
+class CauseTotal(Record):
     cause: str
     idle_ns: int
     gaps: int
@@ -165,7 +165,7 @@ class CauseTotal(msgspec.Struct, frozen=True):
     examples: list[GapExample]
 
 
-class IdleCauses(msgspec.Struct, frozen=True):
+class IdleCauses(Record):
     span_ns: int  # sum over devices of first activity → last activity
     idle_ns: int
     causes: dict[str, CauseTotal]

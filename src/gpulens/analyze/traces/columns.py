@@ -20,19 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from gpulens.analyze.traces.model import MISSING, PHASES, EventTable, FlowTable
-from gpulens.analyze.traces.schema import (
+from gpulens.analyze.traces.event_fields import (
     ABSENT,
     KNOWN_CATEGORIES,
     KNOWN_PHASES,
     OCCUPANCY_ARG,
-    Args,
-    KnownEvent,
-    KnownIntEvent,
-    TraceEvent,
-    TypedArgs,
-    TypedEvent,
 )
+from gpulens.analyze.traces.model import MISSING, PHASES, EventTable, FlowTable
+from gpulens.analyze.traces.record import record_fields
 from gpulens.analyze.traces.times import (
     ints_as_ns,
     numbers_in_text,
@@ -56,35 +51,30 @@ _PHASE_CODE.update({"M": _META, **{p: _META + 1 + i for p, i in _FLOW_PHASES.ite
 _OTHER = PHASES.index("other")
 _ABSENT = ABSENT
 _EMPTY: dict[str, Any] = {}
-_EVENT_TYPES = (TraceEvent, TypedEvent, KnownEvent, KnownIntEvent)
-_NO_ARGS: dict[type, Any] = {event: TypedArgs() for event in _EVENT_TYPES}
-_NO_ARGS[TraceEvent] = Args()
-# Struct rows (schema.py): attribute getters; an absent field holds the default `dict.get` is
-# given for that key below.
-_GETTERS: dict[tuple[type, str], Callable[[Any], Any]] = {
-    **{(event, k): attrgetter(k) for event in _EVENT_TYPES for k in TraceEvent.__struct_fields__},
-    **{
-        (args, key): attrgetter(attr)
-        for args in (Args, TypedArgs)
-        for key, attr in (
-            ("name", "name"),
-            ("stream", "stream"),
-            ("correlation", "correlation"),
-            ("External id", "external_id"),
-            (OCCUPANCY_ARG, "occupancy"),
-        )
-    },
-}
-# Rows whose values have the declared types: a number field becomes a column in one pass.
-_TYPED_ROWS = (TypedEvent, KnownEvent, KnownIntEvent, TypedArgs)
+# Struct rows (schema.py, msgspec): filled by `struct_decoders` when the loader first needs them
+# (the C scanner reads most traces whole, and then neither is imported). The row types whose
+# values have the declared types (a number field becomes a column in one pass); attribute
+# getters per (row type, key), an absent field holding the default `dict.get` is given for that
+# key below; the `args` used for an event with none.
+_TYPED_ROWS: set[type] = set()
+_GETTERS: dict[tuple[type, str], Callable[[Any], Any]] = {}
+_NO_ARGS: dict[type, Any] = {}
+_ARG_ATTRIBUTES = (  # the keys of `args` read, and their struct attributes
+    ("name", "name"),
+    ("stream", "stream"),
+    ("correlation", "correlation"),
+    ("External id", "external_id"),
+    (OCCUPANCY_ARG, "occupancy"),
+)
 # Rows whose `ph` and `cat` are among the known shared strings: coded in one pass each.
-_KNOWN_ROWS = (KnownEvent, KnownIntEvent)
+_KNOWN_ROWS: set[type] = set()
+_INT_TIME_ROWS: set[type] = set()  # rows whose times are integers (µs): exact as read
 _KNOWN_PHASE_CODE: dict[Any, int] = {p: _PHASE_CODE.get(p, _OTHER) for p in (*KNOWN_PHASES, None)}
 _KNOWN_CATEGORY_INDEX: dict[Any, int] = {c: i for i, c in enumerate((*KNOWN_CATEGORIES, None))}
 _KNOWN_CATEGORY_NAMES: list[str | None] = [*KNOWN_CATEGORIES, None]
 _NS_PER_US = 1000
 _MAX_INT_US = (1 << 63) // _NS_PER_US  # larger integer µs overflow int64 ns
-_ARGS_TYPES = (Args, TypedArgs)
+_ARGS_TYPES: set[type] = set()
 Reparse = Callable[[], list[Any]]
 # The C scanner's result for a slice (`_scan.c`): (count, strings, column bytes...).
 Scanned = tuple[Any, ...]
@@ -92,6 +82,29 @@ Text = bytes | memoryview  # JSON text, or a view of it
 _get = dict.get
 
 Array = np.ndarray[Any, Any]
+
+
+def struct_decoders() -> tuple[Any, ...]:
+    """schema.py's msgspec decoders, tried in turn on a slice the C scanner leaves to Python,
+    with the column getters of their row types registered (imports msgspec on first use)."""
+    from gpulens.analyze.traces import schema
+
+    if schema.TraceEvent not in _NO_ARGS:
+        events = (schema.TraceEvent, schema.TypedEvent, schema.KnownEvent, schema.KnownIntEvent)
+        fields: tuple[str, ...] = schema.TraceEvent.__struct_fields__
+        for event in events:
+            _GETTERS.update({(event, key): attrgetter(key) for key in fields})
+        for args in (schema.Args, schema.TypedArgs):
+            _GETTERS.update({(args, key): attrgetter(a) for key, a in _ARG_ATTRIBUTES})
+            _ARGS_TYPES.add(args)
+        _TYPED_ROWS.update((*events[1:], schema.TypedArgs))
+        _KNOWN_ROWS.update((schema.KnownEvent, schema.KnownIntEvent))
+        _INT_TIME_ROWS.add(schema.KnownIntEvent)
+        _NO_ARGS.update({event: schema.TypedArgs() for event in events[1:]})
+        # last, the flag tested above: a racing thread fills the same values again, and one
+        # that finds it set finds the rest filled
+        _NO_ARGS[schema.TraceEvent] = schema.Args()
+    return schema.DECODERS
 
 
 def as_int(value: Any) -> int:
@@ -194,10 +207,10 @@ def _float_column(rows: list[Any], key: str) -> Array:
 
 def _int_times(rows: list[Any], key: str) -> Array | None:
     """Exact ns of a time field that is an integer (µs) in every row, else None."""
-    if not rows or type(rows[0]) is not KnownIntEvent:
+    if not rows or type(rows[0]) not in _INT_TIME_ROWS:
         return None
     try:
-        us = np.fromiter(map(_GETTERS[KnownIntEvent, key], rows), np.int64, len(rows))
+        us = np.fromiter(map(_GETTERS[type(rows[0]), key], rows), np.int64, len(rows))
     except (TypeError, OverflowError):  # an absent value, or one beyond int64
         return None
     if len(us) and int(np.abs(us).max()) >= _MAX_INT_US:
@@ -224,8 +237,8 @@ class ColumnBuilder:
         self.process_names: dict[int, str] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
         self.count = 0
-        self._events = _Columns(EventTable.__struct_fields__)
-        self._flows = _Columns(FlowTable.__struct_fields__)
+        self._events = _Columns(record_fields(EventTable))
+        self._flows = _Columns(record_fields(FlowTable))
 
     @property
     def events(self) -> int:

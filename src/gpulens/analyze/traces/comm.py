@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -26,6 +25,7 @@ from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.causes import covered
 from gpulens.analyze.traces.kernels import KERNEL_CLASSES, class_codes, gpu_work_rows
 from gpulens.analyze.traces.model import Ints, Trace
+from gpulens.analyze.traces.record import Record
 
 _COLLECTIVE = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.I)
 
@@ -53,7 +53,7 @@ def collective_labels(trace: Trace, rows: npt.NDArray[np.intp]) -> tuple[list[st
     return labels, per_name[inverse.reshape(-1)]
 
 
-class Collective(msgspec.Struct, frozen=True):
+class Collective(Record):
     name: str
     count: int
     total_ns: int
@@ -72,7 +72,7 @@ class Collective(msgspec.Struct, frozen=True):
         }
 
 
-class Communication(msgspec.Struct, frozen=True):
+class Communication(Record):
     comm_ns: int  # union of collective kernels, summed over devices
     exposed_ns: int
     compute_ns: int  # union of non-collective kernels

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import re
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from gpulens.analyze.traces.breakdown import NON_COMPUTE, Selection, merge_intervals
 from gpulens.analyze.traces.model import GPU_WORK_CATEGORIES, MISSING, Bools, Trace
+from gpulens.analyze.traces.record import Record
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")  # HTA's bit order (1, 2, 4)
 _COMM = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
@@ -60,7 +60,7 @@ def kernel_type_codes(names: list[str]) -> npt.NDArray[np.int8]:
     return out
 
 
-class KernelTypeTime(msgspec.Struct, frozen=True):
+class KernelTypeTime(Record):
     """One rank's time per set of kernel types running together (ns), and the overlap."""
 
     times_ns: dict[str, int]  # kernel_type_label → ns; sets that never run are absent
@@ -105,7 +105,7 @@ def kernel_type_time(
     return KernelTypeTime(out, 100 * both / comm if comm else None)
 
 
-class KernelTypeRow(msgspec.Struct, frozen=True):
+class KernelTypeRow(Record):
     kernel_type: str
     sum_ns: int
     percentage: float  # of all rows' sum
@@ -129,7 +129,7 @@ def kernel_type_breakdown(ranks: list[KernelTypeTime]) -> list[KernelTypeRow]:
     return [KernelTypeRow(k, v, 100 * v / whole if whole else 0.0) for k, v in rows]
 
 
-class LaunchStats(msgspec.Struct, frozen=True):
+class LaunchStats(Record):
     """HTA's `get_cuda_kernel_launch_stats`, summarised (ns; `to_dict` in µs)."""
 
     n_launches: int
@@ -192,7 +192,7 @@ def launch_stats(trace: Trace, cpu: Bools, gpu: Bools, *, hta_quirks: bool = Fal
     )
 
 
-class HtaFigures(msgspec.Struct, frozen=True):
+class HtaFigures(Record):
     kernel_types: KernelTypeTime
     launches: LaunchStats
 

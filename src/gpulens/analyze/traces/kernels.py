@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import re
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from gpulens.analyze.traces.arrays import distinct
 from gpulens.analyze.traces.model import GPU_WORK_CATEGORIES, Trace
+from gpulens.analyze.traces.record import Record
 
 KERNEL_CLASSES = (
     "gemm_tensor_core",
@@ -88,7 +88,7 @@ def classify_kernel(name: str, category: str = "kernel") -> str:
     return "other"
 
 
-class KernelClass(msgspec.Struct, frozen=True):
+class KernelClass(Record):
     name: str
     count: int
     time_ns: int
@@ -106,7 +106,7 @@ class KernelClass(msgspec.Struct, frozen=True):
         }
 
 
-class KernelClasses(msgspec.Struct, frozen=True):
+class KernelClasses(Record):
     total_ns: int
     classes: dict[str, KernelClass]
     occupancy_pct: float | None  # over all kernels that record it
@@ -198,7 +198,7 @@ def kernel_classes(trace: Trace, top: int = 3) -> KernelClasses:
     )
 
 
-class CopyStats(msgspec.Struct, frozen=True):
+class CopyStats(Record):
     """GPU memory copies of one kind (`Memcpy HtoD (Pageable -> Device)` …)."""
 
     kind: str

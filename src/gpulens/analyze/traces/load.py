@@ -41,17 +41,15 @@ How it reads (see docs/traces.md):
 from __future__ import annotations
 
 import gc
+import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, cast
 
-import msgspec
-
-from gpulens.analyze.traces.columns import ColumnBuilder, Scanned, as_int
+from gpulens.analyze.traces.columns import ColumnBuilder, Scanned, as_int, struct_decoders
 from gpulens.analyze.traces.limits import DEFAULT_LIMITS, TraceLimits, too_large
 from gpulens.analyze.traces.model import Trace, base_name
-from gpulens.analyze.traces.schema import DECODERS
 from gpulens.analyze.traces.source import Readable, Reader, TraceSource, blocks, not_empty, read_all
 from gpulens.analyze.traces.times import decimal_to_ns, rewrite_times
 from gpulens.errors import TraceFormatError
@@ -305,7 +303,8 @@ class _SliceDecoder:
     ) -> None:
         self.name = name
         self.limits = limits
-        self.first = 0 if use_structs else len(DECODERS)
+        self.use_structs = use_structs
+        self.first = 0
         self.scan = _scan_slice if use_structs and use_scanner else None
         self.error: Exception | None = None  # orjson's reason the last slice is not JSON
         self.offset = 0  # where the slice's text starts in the input (for messages)
@@ -327,16 +326,20 @@ class _SliceDecoder:
                 return scanned
         check_limits(piece, 1, len(piece) - 1, limits, self.name, offset=self.offset - 1)
         try:
-            for i in range(self.first, len(DECODERS)):
-                try:
-                    events: list[Any] = DECODERS[i].decode(piece)
-                except msgspec.ValidationError:  # a value of another type: the next schema
-                    continue
-                except msgspec.DecodeError:  # not JSON: orjson decides (and says where)
-                    break
-                if i < len(DECODERS) - 1:
-                    self.first = i
-                return events
+            if self.use_structs:
+                import msgspec  # imported with the schemas: only for slices left to Python
+
+                decoders = struct_decoders()
+                for i in range(self.first, len(decoders)):
+                    try:
+                        events: list[Any] = decoders[i].decode(piece)
+                    except msgspec.ValidationError:  # a value of another type: the next schema
+                        continue
+                    except msgspec.DecodeError:  # not JSON: orjson decides (and says where)
+                        break
+                    if i < len(decoders) - 1:
+                        self.first = i
+                    return events
             import orjson
 
             try:
@@ -452,11 +455,16 @@ def _too_many_events(name: str, limits: TraceLimits) -> Exception:
     return too_large(name, "the number of events", limits.max_events, "limits.max_events", "events")
 
 
+def _not_json(word: str) -> NoReturn:
+    """`json.loads`'s hook for NaN and ±Infinity, which strict JSON does not allow."""
+    raise ValueError(f"{word} is not JSON")
+
+
 def _key(raw: bytes) -> str | None:
     """A member's key (the JSON string's text between its quotes) as a str, None if not one."""
     try:
-        key = msgspec.json.decode(b'"' + raw + b'"')
-    except msgspec.DecodeError:
+        key = json.loads(b'"' + raw + b'"')
+    except ValueError:  # not a JSON string (or not UTF-8)
         return None
     return key if isinstance(key, str) else None
 
@@ -557,8 +565,8 @@ def _parse_stream(
     if rest is None:
         raise too_large_metadata(name)
     try:
-        doc = msgspec.json.decode(head + b"[]" + rest)
-    except msgspec.DecodeError as exc:
+        doc = json.loads(head + b"[]" + rest, parse_constant=_not_json)
+    except ValueError as exc:  # not JSON (JSONDecodeError), or not UTF-8
         raise _NotStreamable("metadata is not valid JSON") from exc
     except RecursionError:
         raise _limit_error(name, limits, RecursionError("nesting"), -1) from None

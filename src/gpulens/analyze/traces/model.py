@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
+
+from gpulens.analyze.traces.record import Record, field, record_fields
 
 Ints = npt.NDArray[np.int64]
 Codes = npt.NDArray[np.int32]
@@ -32,7 +33,7 @@ GPU_WORK_CATEGORIES = frozenset(
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime"})
 
 
-class EventTable(msgspec.Struct, frozen=True):
+class EventTable(Record):
     """Timed events (every `ph` except metadata and flows), one array per field, file order.
 
     `index` is the event's position in `traceEvents` (as HTA numbers rows); `dur_ns` is 0 where the
@@ -60,12 +61,10 @@ class EventTable(msgspec.Struct, frozen=True):
 
     def take(self, rows: npt.NDArray[np.intp] | Bools) -> EventTable:
         """The rows selected by an index array or a boolean mask, as a new table."""
-        return EventTable(
-            **{name: getattr(self, name)[rows] for name in EventTable.__struct_fields__}
-        )
+        return EventTable(**{name: getattr(self, name)[rows] for name in record_fields(EventTable)})
 
 
-class FlowTable(msgspec.Struct, frozen=True):
+class FlowTable(Record):
     """Flow events (`ph` s / f / t): `id` links start and finish (for `ac2g`: the correlation)."""
 
     index: Ints
@@ -86,7 +85,7 @@ def base_name(name: str) -> str:
     return name.rstrip("/").rpartition("/")[2] or name
 
 
-class Trace(msgspec.Struct, frozen=True):
+class Trace(Record):
     """One rank's profiler trace, loaded (see `gpulens.analyze.traces.load.load_trace`).
 
     `source` is the name the loader was given (a path, an upload's name); `names` is the table
@@ -100,9 +99,9 @@ class Trace(msgspec.Struct, frozen=True):
     flows: FlowTable
     names: list[str]
     categories: list[str]
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)  # top-level keys but traceEvents
-    process_names: dict[int, str] = msgspec.field(default_factory=dict)
-    thread_names: dict[tuple[int, int], str] = msgspec.field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)  # top-level keys but traceEvents
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     raw_event_count: int = 0
 
     @property

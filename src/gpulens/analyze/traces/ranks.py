@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from statistics import median
 
-import msgspec
-
 from gpulens.analyze.traces.align import Alignment, align
 from gpulens.analyze.traces.breakdown import (
     RankBreakdown,
@@ -34,13 +32,14 @@ from gpulens.analyze.traces.comm import Communication, communication
 from gpulens.analyze.traces.hta_figures import HtaFigures, hta_figures
 from gpulens.analyze.traces.kernels import CopyStats, KernelClasses, copy_stats, kernel_classes
 from gpulens.analyze.traces.model import Trace
+from gpulens.analyze.traces.record import Record, field
 from gpulens.analyze.traces.steps import Step, steps
 
 STRAGGLER_THRESHOLD = 0.05
 RESIDUAL_NOTE_NS = 1_000_000  # a residual clock disagreement worth a note
 
 
-class RankAnalysis(msgspec.Struct, frozen=True):
+class RankAnalysis(Record):
     trace: Trace
     breakdown: RankBreakdown
     causes: IdleCauses
@@ -93,7 +92,7 @@ def analyze_rank(
     )
 
 
-class RankRow(msgspec.Struct, frozen=True):
+class RankRow(Record):
     rank: int | None
     file: str
     offset_ns: int
@@ -125,14 +124,14 @@ class RankRow(msgspec.Struct, frozen=True):
         }
 
 
-class Cluster(msgspec.Struct, frozen=True):
+class Cluster(Record):
     alignment: Alignment
     world_size: int | None
     rows: list[RankRow]
     imbalance: float | None
     straggler: int | None
     straggler_excess_ns: int
-    notes: list[str] = msgspec.field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {

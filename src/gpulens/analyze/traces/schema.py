@@ -20,14 +20,25 @@ Each field's default is what `dict.get` gives the orjson path for an absent key 
 every path feeds the same values. A slice whose values fit none (an element or `args` that is not
 an object) raises `msgspec.ValidationError`, and load.py parses that slice with orjson instead
 (as it does any slice msgspec rejects).
+
+This module, and msgspec with it, is imported only for the first slice that the C scanner
+(`_scan.c`) leaves to Python: a trace it reads whole starts without either.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any
 
 import msgspec
 
+from gpulens.analyze.traces.event_fields import (
+    ABSENT,
+    KNOWN_CATEGORIES,
+    KNOWN_PHASES,
+    OCCUPANCY_ARG,
+    Category,
+    Phase,
+)
 from gpulens.analyze.traces.model import MISSING
 
 __all__ = [
@@ -44,8 +55,6 @@ __all__ = [
     "TypedEvent",
 ]
 
-OCCUPANCY_ARG = "est. achieved occupancy %"
-ABSENT: Any = msgspec.UNSET  # `ts` not written at all (distinct from `"ts": null`)
 _NAN = float("nan")
 
 
@@ -97,23 +106,6 @@ class TypedEvent(msgspec.Struct, gc=False):
     args: TypedArgs | None = None
 
 
-# Chrome trace event phases, and the categories of Kineto's activity types (libkineto
-# ActivityType.cpp, 2021 names included), its flows and its `Trace` spans.
-Phase = Literal[
-    "X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "n", "e", "P", "N", "O", "D", "R",
-    "c", "V", "v", "(", ")",
-]  # fmt: skip
-Category = Literal[
-    "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset", "kernel",
-    "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event",
-    "python_function", "overhead", "mtia_runtime", "mtia_ccp_events", "mtia_insight",
-    "mtia_counters", "cuda_sync", "cuda_event", "glow_runtime", "cuda_profiler_range", "hpu_op",
-    "xpu_runtime", "xpu_driver", "mlu_runtime", "mlu_user_annotation", "collective_comm",
-    "privateuse1_runtime", "privateuse1_driver", "ac2g", "async_cpu_to_gpu", "fwdbwd", "async",
-    "Trace", "Kernel", "Memcpy", "Memset", "Runtime", "Operator", "Python", "gpu_user_Annotation",
-]  # fmt: skip
-
-
 class KnownEvent(TypedEvent, gc=False):
     """`TypedEvent` with a known phase and category (shared string objects)."""
 
@@ -127,9 +119,6 @@ class KnownIntEvent(KnownEvent, gc=False):
     ts: int | msgspec.UnsetType = ABSENT
     dur: int | None = None
 
-
-KNOWN_PHASES: tuple[str, ...] = get_args(Phase)
-KNOWN_CATEGORIES: tuple[str, ...] = get_args(Category)
 
 # Tried in this order (load.py); each rejects what the next accepts.
 DECODERS: tuple[msgspec.json.Decoder[Any], ...] = (

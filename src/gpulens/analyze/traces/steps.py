@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 
-import msgspec
 import numpy as np
 
 from gpulens.analyze.traces.arrays import distinct
@@ -24,11 +23,12 @@ from gpulens.analyze.traces.breakdown import merge_intervals
 from gpulens.analyze.traces.causes import CAUSES, IdleCauses, covered, cpu_rows, launch_rows
 from gpulens.analyze.traces.kernels import gpu_work_rows
 from gpulens.analyze.traces.model import MISSING, Ints, Trace
+from gpulens.analyze.traces.record import Record
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)")
 
 
-class Step(msgspec.Struct, frozen=True):
+class Step(Record):
     name: str
     number: int
     start_ns: int
