@@ -733,4 +733,4 @@ def main() -> None:
         sys.exit(70)
 
 
-from gpulens.present import cli_alerts, cli_enforce, cli_fleet, cli_live  # noqa: E402, F401  (register alerts, enforce, fleet; agent, top, rules)
+from gpulens.present import cli_alerts, cli_digest, cli_enforce, cli_fleet, cli_live  # noqa: E402, F401  (register alerts, digest, enforce, fleet; agent, top, rules)
