@@ -37,7 +37,7 @@ from gpulens.analyze.memory import (
 )
 from gpulens.analyze.mfu import job_mfu
 from gpulens.analyze.prices import Prices
-from gpulens.app import session
+from gpulens.app import profiles, session
 from gpulens.app.gpus import coverage_notes, gpu_counts, gpu_rows, time_notes
 from gpulens.app.inference import section as serving_section
 from gpulens.app.training import section as training_section
@@ -119,6 +119,8 @@ class ReportView:
     latency: list[dict[str, Any]] = field(default_factory=list)
     engine_choice: list[dict[str, Any]] = field(default_factory=list)
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    # profiles captured on demand linked to the findings that asked (app/profiles.py)
+    profiles: list[dict[str, Any]] = field(default_factory=list)
     # `report --by KEY`: {"by": KEY, "rows": one per group, largest GPU-hours first}
     groups: dict[str, Any] = field(default_factory=dict)
 
@@ -299,7 +301,7 @@ def report(
     what `gpulens report` and the demo's summary show."""
     store = session.open_store(cfg.data_dir)
     try:
-        return analyse(
+        view = analyse(
             store,
             start_ns,
             end_ns,
@@ -314,6 +316,8 @@ def report(
         )
     finally:
         store.close()
+    view.profiles = profiles.linked(cfg, view.findings)
+    return view
 
 
 UNMAPPED_QUEUE = "(no queue)"

@@ -628,6 +628,15 @@ def report(
         str | None,
         typer.Option(help="--job with --prometheus: command printing the record ({job} = ID)."),
     ] = None,
+    plans: Annotated[
+        bool, typer.Option(help="Add the off-peak and consolidation plans (docs/plans.md).")
+    ] = False,
+    forecast: Annotated[
+        str | None, typer.Option(help="Add a capacity forecast this far ahead, hourly: 7d, 48h.")
+    ] = None,
+    batch_queue: Annotated[
+        list[str] | None, typer.Option(help="--plans: a queue whose work can wait for quiet hours.")
+    ] = None,
 ) -> None:
     """A job report (--job) or a fleet report: useful work, waste and its price, findings."""
     from gpulens.app.analysis import report as run_report
@@ -649,15 +658,31 @@ def report(
         record = job_range.lookup(job, sacct, k8s, job_lookup)
     elif sacct is not None or k8s is not None or job_lookup is not None:
         raise ConfigError("--sacct, --k8s and --job-lookup go with --job ID --prometheus URL")
+    request = None  # the fleet plans (docs/plans.md): app/fleet_plans.py, present/reports/plans.py
+    if plans or forecast is not None or batch_queue:
+        from gpulens.app.fleet_plans import plan_request, report_plans
+
+        if job:
+            raise ConfigError("--plans, --forecast and --batch-queue are for a fleet report")
+        request = plan_request(forecast, plans, batch_queue or [])
+    fleet_plans = None
     if record is not None:
         view = job_range.report(cfg, prometheus, record, now, step)
     elif prometheus is not None:
-        from gpulens.app.prometheus import report as prometheus_report
+        from gpulens.app.prometheus import report_with_plans
 
-        view = prometheus_report(cfg, prometheus, start_ns, end_ns, now, scope, step, by, queues)
+        view, fleet_plans = report_with_plans(
+            cfg, prometheus, start_ns, end_ns, now, scope, step, by, queues, request
+        )
     else:
         view = run_report(cfg, start_ns, end_ns, scope, step, by=by, node_queues=queues)
+        if request is not None:
+            fleet_plans = report_plans(cfg, request, queues, start_ns, end_ns)
     text = RENDERERS[format.value](view)
+    if fleet_plans is not None:
+        from gpulens.present.reports.plans import with_report_plans
+
+        text = with_report_plans(text, format.value, fleet_plans)
     if output is not None:
         output.write_text(text, encoding="utf-8")
         err.print(f"wrote {output}")
@@ -734,3 +759,4 @@ def main() -> None:
 
 
 from gpulens.present import cli_alerts, cli_digest, cli_enforce, cli_fleet, cli_live  # noqa: E402, F401  (register alerts, digest, enforce, fleet; agent, top, rules)
+from gpulens.present import cli_profile  # noqa: E402, F401  (register profile)

@@ -33,12 +33,13 @@ import torch
 from gpulens.collect.procs.parse import environ_labels, parse_environ
 from gpulens.config import Config, load_config
 from gpulens.errors import ConfigError, GpulensError, StoreError
-from gpulens.model import FrozenLabels, Kind, Reading
+from gpulens.model import FrozenLabels, Kind, Reading, event
 from gpulens.store import SegmentWriter
 from gpulens.torch.device import Device, find_device, memory_values
 from gpulens.torch.flops import FlopCount, peak_flops, precision_of
 from gpulens.torch.loader import WorkerCpu, Wrapped, worker_pids
 from gpulens.torch.phases import PhaseTimer
+from gpulens.torch.profile_on_demand import OnDemand
 from gpulens.torch.window import Step, Window
 
 T = TypeVar("T")
@@ -135,6 +136,11 @@ class Run:
         self._closed = False
         self._check_join()
         self._flops.step_ended(0)
+        self.profile = OnDemand(
+            self.data_dir, self.job, self.run_id, dict(self.labels), self.device.cuda,
+            int(cfg.get("profile.steps")), self._event,
+        )  # fmt: skip
+        self.profile.install_signal()
         self._thread = threading.Thread(target=self._loop, name="gpulens-torch", daemon=True)
         self._thread.start()
         atexit.register(self.close)
@@ -222,6 +228,8 @@ class Run:
                 self._step_events.append(self._phases.event())
             if self._flops.flops is None:
                 self._flops.step_ended(self.steps)
+            if self.profile.busy:
+                self.profile.step_ended(self.steps)
         except Exception as exc:
             self._fail(exc)
 
@@ -242,6 +250,17 @@ class Run:
             if self._dead:
                 return
             self._emit()
+            try:
+                self.profile.poll()
+            except Exception as exc:
+                self._fail(exc)
+
+    def _event(self, name: str, message: str) -> None:
+        """An event row of this run (profile captured...)."""
+        try:
+            self._writer.append([event(time.time_ns(), name, message, self.labels)])
+        except Exception as exc:
+            self._fail(exc)
 
     def _emit(self) -> None:
         try:
@@ -314,6 +333,7 @@ class Run:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=30)
         self._flops.abandon()
+        self.profile.abandon()
         try:
             self._phases.remove()
         except Exception:

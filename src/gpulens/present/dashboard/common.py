@@ -11,6 +11,7 @@ import math
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,7 @@ class Analysed:
     context: Context | None
     settings: Settings
     _findings: list[Finding] | None = None
+    profiles_dir: Path | None = None  # the local data dir, where profiles on demand are
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -116,8 +118,9 @@ def analyse_window(
         where=where,
         max_gap_s=settings.max_gap_s,
     )
+    local = store.data_dir if isinstance(store.data_dir, Path) else None
     if frame.num_rows == 0:
-        return Analysed(window, None, settings)
+        return Analysed(window, None, settings, profiles_dir=local)
     ctx = build_context(
         frame,
         events(store, window.start_ns, window.end_ns),
@@ -128,7 +131,7 @@ def analyse_window(
         region=settings.region,
         quotas=settings.quotas,
     )
-    return Analysed(window, ctx, settings)
+    return Analysed(window, ctx, settings, profiles_dir=local)
 
 
 # -- plain values for JSON ---------------------------------------------------------------------

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpulens.app.profiles import links
 from gpulens.findings.model import Finding
 from gpulens.present.dashboard.common import Analysed, num
 from gpulens.present.dashboard.window import NS, WindowInfo
@@ -49,6 +50,8 @@ class FindingView:
     recommendation: str
     docs: str
     chart: ChartLink | None = None
+    # profiles captured on demand for this finding (app/profiles.py): summary line, trace path
+    profiles: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -139,9 +142,14 @@ def findings_page(
     page.total = len(chosen)
     page.wasted_gpu_hours = float(sum(f.impact.wasted_gpu_hours for f in chosen))
     jobs = _job_gpus(a)
-    page.findings = [
-        _view(f, chart_link(f, jobs, a.window.step_s)) for f in chosen[: max(0, limit)]
-    ]
+    shown = chosen[: max(0, limit)]
+    page.findings = [_view(f, chart_link(f, jobs, a.window.step_s)) for f in shown]
+    if a.profiles_dir is not None:
+        for i, profiled in links(a.profiles_dir, shown).items():
+            page.findings[i].profiles = [
+                {k: p.get(k) for k in ("summary", "trace_path", "first_step", "last_step")}
+                for p in profiled
+            ]
     if a.context is not None and a.context.errors:
         page.notes += [f"rule {e.rule_id} failed: {e.error}: {e.message}" for e in a.context.errors]
     return page

@@ -68,6 +68,14 @@ class EventMark:
     message: str | None
     job_id: str | None
 
+    @property
+    def label(self) -> str:
+        """The mark's short text: "TensorRT unavailable" for an engine fallback (the part of
+        its message before the reason), else the event's name."""
+        if self.category == "engine_fallback" and self.message and ":" in self.message:
+            return self.message.split(":", 1)[0]
+        return self.event or self.category
+
 
 @dataclass
 class GpuPage:

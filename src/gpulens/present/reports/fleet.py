@@ -248,6 +248,8 @@ def to_json(view: ReportView) -> str:
         doc["groups"] = view.groups
     if view.training:
         doc["training"] = view.training
+    if view.profiles:
+        doc["profiles"] = view.profiles
     if view.latency or view.fallbacks:
         doc["latency"] = view.latency
         doc["engine_choice"] = view.engine_choice
@@ -359,6 +361,7 @@ def to_markdown(view: ReportView) -> str:
     lines += md_table(["measure", "value"], [[k, v] for k, v in _headline(view)])
     lines += markdown_lines(view.training)
     lines += serving.markdown_lines(view.latency, view.engine_choice, view.fallbacks)
+    lines += [f"- {line}" for line in serving.profile_lines(view.profiles)]
     lines += ["## Per GPU: duty cycle versus useful work", ""]
     shown, hidden = _shown_gpus(view)
     lines += md_table(
@@ -459,6 +462,7 @@ def to_terminal(view: ReportView) -> str:
     lines += [f"{k:<{width}}  {v}" for k, v in _headline(view)] + [""]
     lines += terminal_lines(view.training)
     lines += serving.terminal_lines(view.latency, view.engine_choice, view.fallbacks)
+    lines += serving.profile_lines(view.profiles)
     shown, hidden = _shown_gpus(view)
     lines.append(
         "Per GPU                                  duty                  SM                    "

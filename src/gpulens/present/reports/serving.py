@@ -98,3 +98,12 @@ def html_parts(
     if items:
         out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>")
     return out
+
+
+def profile_lines(profiles: list[dict[str, Any]]) -> list[str]:
+    """One line per profile linked to a finding: "input_bound on job X -> profiled steps ..."."""
+    return [
+        f"{p['rule_id']} on job {p.get('job_id') or '-'} -> {p.get('summary')} "
+        f"(trace {p.get('trace_path')})"
+        for p in profiles
+    ]
