@@ -257,3 +257,41 @@ def test_cli_json_dry_run_by_default(prometheus: Prometheus, setup: Setup) -> No
     assert a101["level"] == "warn" and a101["idle_minutes"] >= 120 and not a101["ran"]
     assert by_job["103"]["exempt"] is True and by_job["103"]["command"] is None
     assert not (setup.data_dir / "enforce-audit.jsonl").exists()
+
+
+def test_enforce_on_a_store_ingested_from_prometheus(prometheus: Prometheus, setup: Setup) -> None:
+    from gpulens.app.enforce import enforce
+    from gpulens.app.prometheus import ingest
+
+    cfg = _config(setup)
+    got = ingest(cfg, prometheus.url, START_S * NS, (START_S + MINUTES * 60) * NS,
+                 (START_S + MINUTES * 60) * NS, step_s=30)  # fmt: skip
+    assert got.rows > 0
+    # the store keeps no partition labels: without the node's partition, the job in the
+    # exempt partition debug is warned but never acted on (it may be exempt)
+    unknown = enforce(cfg, now_ns=(START_S + 130 * 60) * NS, dry_run=False)
+    by = {_who(o.action.spell.labels): o for o in unknown.outcomes}
+    assert by["104"].action.level == "warn" and not by["104"].action.exempt
+    later = enforce(cfg, now_ns=(START_S + 200 * 60) * NS, dry_run=True)
+    by = {_who(o.action.spell.labels): o for o in later.outcomes}
+    assert by["104"].action.level == "act" and by["104"].action.command is None
+    assert "partition is unknown" in by["104"].action.reason
+    setup.data_dir.joinpath("enforce-audit.jsonl").unlink()
+    runs = []
+    for minute in (130, 200):
+        queues = {"node-a": "gpu", "node-b": "debug", "node-c": "gpu"}
+        run = enforce(cfg, now_ns=(START_S + minute * 60) * NS, dry_run=False, node_queues=queues)
+        runs.append({_who(o.action.spell.labels): o for o in run.outcomes})
+    a, b = runs
+    assert {k for k, o in a.items() if not o.action.exempt} == {
+        "101",
+        "102",
+        "research/nb-1",
+        INJECTED,
+    }
+    assert a["102"].action.spell.idle_s == pytest.approx(70 * 60, abs=90)
+    assert b["101"].ran and ["101", "alice", "gpu"] in _calls(setup)
+    assert "102" not in b  # worked at 140-150
+    # a moment past the store's newest reading: nothing is known to be idle now
+    late = enforce(cfg, now_ns=(START_S + MINUTES * 60 + 3600) * NS, dry_run=False)
+    assert late.outcomes == [] and any("old" in n for n in late.notes)

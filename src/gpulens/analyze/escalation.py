@@ -90,6 +90,22 @@ class Exemptions:
                     return f"{what} {value!r} ({key})"
         return None
 
+    def unknown(self, labels: Mapping[str, str]) -> str | None:
+        """The exempting label a holder lacks while some value of it is exempt (a Slurm job's
+        user, QoS or partition; a pod's namespace), or None: acting then could hit an exempt
+        job."""
+        if labels.get("job_id"):
+            checks = (("qos", "QoS", self.qos), ("partition", "partition", self.partitions),
+                      ("user", "user", self.users))  # fmt: skip
+        elif labels.get("pod"):
+            checks = (("namespace", "namespace", self.namespaces),)
+        else:
+            checks = ()
+        for label, what, names in checks:
+            if names and not labels.get(label):
+                return what
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:
@@ -342,6 +358,14 @@ def _decide_one(spell: IdleSpell, past: Past, policy: Policy, now_ns: int) -> Ac
             spell, "warn", False,
             f"{idled}; warned {_min((now_ns - past.warned_ns) / NS)} ago: acted on once the "
             f"warning is {_min(notice_ns / NS)} old (in {_min(wait)})",
+        )  # fmt: skip
+    unknown = policy.exemptions.unknown(spell.labels)
+    if unknown:
+        return Action(
+            spell, "act", False,
+            f"{idled}, warned; not acted on: its {unknown} is unknown, so it may be exempt "
+            "(squeue --json gives a job's user, QoS and partition; --node-queue a node's "
+            "partition)",
         )  # fmt: skip
     args, why_not = command_args(policy.command, values)
     if args is None:

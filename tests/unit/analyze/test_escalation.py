@@ -201,3 +201,13 @@ def test_history_keeps_the_latest_warning_and_action() -> None:
     assert past["job:1"] == Past(warned_ns=30, acted_ns=40, acted_ok=False)
     assert past["job:2"] == Past(acted_ns=50, acted_ok=True)
     assert "job:3" not in past
+
+
+def test_a_job_that_may_be_exempt_is_not_acted_on() -> None:
+    policy = Policy(3600, 7200, act_enabled=True, dry_run=False,
+                    exemptions=Exemptions(qos=frozenset({"long"})))  # fmt: skip
+    warned = {"job:5": Past(warned_ns=T0)}
+    (action,) = decide([_spell(300)], warned, policy, T0 + 300 * MIN)  # no QoS label
+    assert action.level == "act" and not action.run and "QoS is unknown" in action.reason
+    (action,) = decide([_spell(300, qos="normal")], warned, policy, T0 + 300 * MIN)
+    assert action.run
