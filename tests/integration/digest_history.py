@@ -80,3 +80,30 @@ def write_store(data_dir: Path) -> None:
         writer.append_table(Kind.PROCESS, pa.concat_tables(proc_parts))
         writer.close()
         commit.commit()
+
+
+def write_openmetrics(path: Path) -> None:
+    """The same history as dcgm-exporter series (sampled in the middle of each minute), the
+    holder in `hpc_job`, `user` and `namespace` labels (the team as Kubernetes sees it)."""
+    families = (
+        ("DCGM_FI_DEV_GPU_UTIL", 95.0, 0.0),
+        ("DCGM_FI_PROF_SM_ACTIVE", 0.7, 0.0),
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.45, 0.0),
+        ("DCGM_FI_DEV_FB_USED", 40960.0, 20480.0),
+        ("DCGM_FI_DEV_POWER_USAGE", 560.0, 90.0),
+    )
+    with path.open("w", encoding="ascii") as out:
+        for family, train, idle in families:
+            out.write(f"# TYPE {family} gauge\n")
+            for index, (user, days) in enumerate(HOURS.items()):
+                labels = (
+                    f'gpu="{index}",UUID="GPU-0000000{index}-aaaa-bbbb-cccc-000000000000",'
+                    f'modelName="NVIDIA H100 80GB HBM3",Hostname="n1",hpc_job="job-{user}",'
+                    f'user="{user}",namespace="{TEAMS[user]}"'
+                )
+                for day, (train_h, _idle_h) in enumerate(days):
+                    t0 = FIRST_DAY_S + day * DAY_S
+                    for t in range(t0 + STEP_S // 2, t0 + DAY_S, STEP_S):
+                        value = train if t < t0 + train_h * 3600 else idle
+                        out.write(f"{family}{{{labels}}} {value:g} {t}\n")
+        out.write("# EOF\n")

@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import digest_history as h
 
-from promdata import free_port
+from promdata import PROMETHEUS, PROMTOOL, Prometheus, free_port
 
 UNTIL = "2026-11-21T06:00:00Z"  # the graded day: 2026-11-20, the last of the history
 
@@ -60,7 +60,36 @@ def _train(user: str, day: int) -> float:
 def test_cards_match_the_history(store: Path) -> None:
     proc = _run(store, "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    cards = {(c["kind"], c["name"]): c for c in json.loads(proc.stdout)["cards"]}
+    _check_cards(json.loads(proc.stdout)["cards"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (Path(PROMETHEUS).exists() and Path(PROMTOOL).exists()) and not os.environ.get("CI"),
+    reason="needs Prometheus and promtool (Debian package `prometheus`; .ci/run installs it)",
+)
+def test_cards_from_a_prometheus_history(tmp_path: Path) -> None:
+    """The same five days as dcgm-exporter series backfilled into Debian's Prometheus; teams
+    from the `namespace` label: the same cards."""
+    text = tmp_path / "history.om"
+    h.write_openmetrics(text)
+    subprocess.run(
+        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(text), str(tmp_path / "tsdb")],
+        check=True,
+        capture_output=True,
+    )
+    (tmp_path / "gpulens.toml").write_text(  # an empty store: only Prometheus has the data
+        f'data_dir = "{tmp_path / "empty"}"\n[cost]\ngpu_hour_prices = ["H100={h.PRICE}"]\n',
+        encoding="utf-8",
+    )
+    with Prometheus(tmp_path, tmp_path / "tsdb") as server:
+        proc = _run(tmp_path, "--format", "json", "--prometheus", server.url)
+    assert proc.returncode == 0, proc.stderr
+    _check_cards(json.loads(proc.stdout)["cards"])
+
+
+def _check_cards(found: list[dict[str, Any]]) -> None:
+    cards = {(c["kind"], c["name"]): c for c in found}
     users = list(h.HOURS)
     assert set(cards) == {("fleet", "fleet"), ("team", "vision"), ("team", "nlp")} | {
         ("user", u) for u in users
