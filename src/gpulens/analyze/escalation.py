@@ -94,6 +94,7 @@ class Exemptions:
         """The exempting label a holder lacks while some value of it is exempt (a Slurm job's
         user, QoS or partition; a pod's namespace), or None: acting then could hit an exempt
         job."""
+        checks: tuple[tuple[str, str, frozenset[str]], ...]
         if labels.get("job_id"):
             checks = (("qos", "QoS", self.qos), ("partition", "partition", self.partitions),
                       ("user", "user", self.users))  # fmt: skip
