@@ -7,6 +7,7 @@ from __future__ import annotations
 import email
 import json
 import os
+import ssl
 import subprocess
 import sys
 import threading
@@ -155,14 +156,30 @@ def _recipients(path: Path, body: str) -> Path:
     return path
 
 
-def test_mail_by_smtp(store: Path, tmp_path: Path) -> None:
+def _certificate(home: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (openssl), and its key."""
+    cert, key = home / "cert.pem", home / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_mail_by_smtp_with_starttls_and_login(store: Path, tmp_path: Path) -> None:
+    """The server requires STARTTLS before anything and a login over TLS; the client trusts
+    its certificate through smtp.ca_file."""
     aiosmtpd = pytest.importorskip("aiosmtpd.controller")
     from aiosmtpd.smtp import AuthResult, LoginPassword
 
     received: list[tuple[str, list[str], bytes]] = []
+    logins: list[bool] = []
 
     class Handler:
         async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+            assert session.ssl is not None  # the mail itself went over TLS
             received.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
             return "250 OK"
 
@@ -171,12 +188,17 @@ def test_mail_by_smtp(store: Path, tmp_path: Path) -> None:
             b"gpulens",
             b"s3cret",
         )
+        logins.append(ok)
         return AuthResult(success=ok)
 
+    cert, key = _certificate(tmp_path)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
     port = free_port()
     controller = aiosmtpd.Controller(
-        Handler(), hostname="127.0.0.1", port=port, authenticator=auth, auth_require_tls=False
-    )
+        Handler(), hostname="127.0.0.1", port=port, authenticator=auth, tls_context=tls,
+        require_starttls=True,
+    )  # fmt: skip
     controller.start()
     try:
         who = _recipients(
@@ -185,9 +207,10 @@ def test_mail_by_smtp(store: Path, tmp_path: Path) -> None:
 [smtp]
 host = "127.0.0.1"
 port = {port}
-starttls = false
+starttls = true
 user = "gpulens"
 from = "gpulens@example.org"
+ca_file = "{cert}"
 
 [teams.vision]
 email = ["vision-leads@example.org"]
@@ -201,6 +224,7 @@ email_domain = "example.org"
     finally:
         controller.stop()
     assert proc.returncode == 0, proc.stderr
+    assert logins == [True]  # one connection, one login, for every card
     assert "no recipient for 1 card(s): team nlp" in proc.stderr
     by_to = {tuple(to): email.message_from_bytes(content) for _f, to, content in received}
     assert set(by_to) == {

@@ -9,6 +9,7 @@ starttls = true
 user = "gpulens"            # or GPULENS_SMTP_USER
 password_env = "GPULENS_SMTP_PASSWORD"   # the variable holding the password (the default)
 from = "gpulens@example.org"
+ca_file = "/etc/ssl/site-ca.pem"         # optional: a CA to trust for STARTTLS
 
 [webhook]                   # sending to chat: every card, unless a team or user has its own
 url = "https://hooks.slack.com/services/..."
@@ -49,6 +50,7 @@ class Smtp:
     sender: str
     user: str | None = None
     password: str | None = None
+    ca_file: str | None = None  # a CA bundle to verify the server's certificate with
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,10 @@ def _smtp(table: Any, path: str, env: Mapping[str, str]) -> Smtp | None:
     password = env.get(secret)
     if user and not password:
         raise _bad(path, "smtp", f"user {user!r} is set but ${secret} holds no password")
-    return Smtp(host, port, starttls, sender, user, password)
+    ca_file = _str(table, "ca_file", path, "smtp")
+    if ca_file is not None and not Path(ca_file).expanduser().is_file():
+        raise _bad(path, "smtp", f"ca_file = {ca_file!r} is not a file")
+    return Smtp(host, port, starttls, sender, user, password, ca_file)
 
 
 def parse_recipients(

@@ -61,7 +61,7 @@ def send_mail(
         with smtplib.SMTP(smtp.host, smtp.port, timeout=timeout_s) as server:
             server.ehlo()
             if smtp.starttls:
-                server.starttls(context=context or ssl.create_default_context())
+                server.starttls(context=context or ssl.create_default_context(cafile=smtp.ca_file))
                 server.ehlo()
             if smtp.user:
                 server.login(smtp.user, smtp.password or "")
