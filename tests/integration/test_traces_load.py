@@ -13,6 +13,8 @@ import gzip
 import io
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -134,6 +136,7 @@ def test_streamed_times_are_the_decimal_text(shared: Path, name: str) -> None:
 def test_struct_decoding_equals_orjson_dicts_on_every_stored_trace(
     shared: Path, monkeypatch: pytest.MonkeyPatch, same_trace: Same, tmp_path: Path
 ) -> None:
+    monkeypatch.setattr(load_module, "_STRUCTS_AFTER", 0)  # structs from the first slice
     # slices decode into msgspec structs (schema.py); the orjson dict path must give the same
     for path in [*_files(shared), _nested(shared, tmp_path)]:
         for chunk in (50_000, 1 << 18):
@@ -167,6 +170,7 @@ class _Counting:
 def test_typed_structs_decode_nearly_every_slice(
     shared: Path, name: str, level: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(load_module, "_STRUCTS_AFTER", 0)  # structs from the first slice
     # the one-pass column paths need the typed structs (known phases and categories first); a
     # schema change that makes real slices fall back to the permissive ones would keep the
     # results and lose the speed
@@ -182,9 +186,39 @@ def test_typed_structs_decode_nearly_every_slice(
     assert decoded[-1] <= 2, decoded  # the trace's closing spans, with string pids
 
 
+@pytest.mark.skipif(not load_module.SCANNER, reason="the C scanner is not built")
+def test_msgspec_waits_for_a_megabyte_left_to_python(
+    shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the scanner leaves only a trace's closing `Trace` spans (a few kB) to Python: orjson
+    # parses them, and msgspec (~12 ms to import) is not loaded for them
+    (path,) = [p for p in _files(shared) if p.name == "linear_kineto.json.gz"]
+    code = (
+        "import sys\n"
+        "from gpulens.app.traces import load_trace_file\n"
+        f"trace = load_trace_file({str(path)!r})\n"
+        "print(trace.raw_event_count, 'msgspec' in sys.modules, 'orjson' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, msgspec_loaded, orjson_loaded = out.stdout.split()
+    assert int(count) > 10_000 and (msgspec_loaded, orjson_loaded) == ("False", "True")
+    # with every slice left to Python, the structs take over once a MiB has gone to orjson
+    (big,) = [p for p in _files(shared) if p.name == "mtia_rank_0.json.gz"]
+    counting = tuple(_Counting(d) for d in load_module.struct_decoders())
+    monkeypatch.setattr(load_module, "struct_decoders", lambda: counting)
+    monkeypatch.setattr(load_module, "_USE_SCANNER", False)
+    by_structs = load_trace_file(big, chunk_bytes=1 << 16)
+    decoded = sum(c.decoded for c in counting)
+    inflated = len(gzip.decompress(big.read_bytes()))
+    assert (inflated >> 16) - 20 <= decoded < inflated >> 16  # all but the first ~1 MiB
+    monkeypatch.setattr(load_module, "_USE_STRUCTS", False)
+    assert by_structs.raw_event_count == load_trace_file(big).raw_event_count
+
+
 def test_an_unknown_category_costs_one_attempt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(load_module, "_STRUCTS_AFTER", 0)  # structs from the first slice
     # a category newer than the known list: the typed schema takes over after the first slice
     event = (
         '{"ph": "X", "cat": "%s", "name": "k", "pid": 1, "tid": 2, "ts": %d, "dur": 1, '
@@ -211,6 +245,7 @@ def test_an_unknown_category_costs_one_attempt(
 def test_scanner_equals_structs_on_every_stored_trace_and_reads_nearly_every_slice(
     shared: Path, monkeypatch: pytest.MonkeyPatch, same_trace: Same, tmp_path: Path
 ) -> None:
+    monkeypatch.setattr(load_module, "_STRUCTS_AFTER", 0)  # structs from the first slice
     # the C scanner (`_scan.c`) reads slices straight into columns; the msgspec structs are the
     # reference it must equal, on every stored trace, at two slice sizes
     assert load_module.SCANNER, "the C scanner must be built in CI (setup.py, a C compiler)"

@@ -77,6 +77,7 @@ def _load_every_way(data: bytes, chunk: int | None, how: str) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(load_module, "_USE_SCANNER", how == "scanner")
         patch.setattr(load_module, "_USE_STRUCTS", how != "dicts")
+        patch.setattr(load_module, "_STRUCTS_AFTER", 0)  # structs from the first slice
         try:
             load_trace(data, name="fuzz.json", chunk_bytes=chunk, limits=LIMITS)
         except (TraceFormatError, InputTooLarge) as exc:

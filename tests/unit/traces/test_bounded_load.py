@@ -48,6 +48,7 @@ class _Counting(io.RawIOBase):
 def _load(path: Path, how: str, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> Any:
     monkeypatch.setattr(load_module, "_USE_SCANNER", how == "scanner")
     monkeypatch.setattr(load_module, "_USE_STRUCTS", how != "dicts")
+    monkeypatch.setattr(load_module, "_STRUCTS_AFTER", 0)  # structs from the first slice
     chunk = None if how == "whole" else 4096
     return load_trace_file(path, chunk_bytes=chunk, **kw)
 

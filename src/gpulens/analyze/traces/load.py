@@ -94,6 +94,10 @@ DEFAULT_CHUNK_BYTES = 1 << 19
 HELD_BYTES = 64 << 20
 _USE_STRUCTS = True  # stream slices through msgspec structs (False: orjson dicts, for tests)
 _USE_SCANNER = True  # and through the C scanner first, where it is built (False: for tests)
+# Text left to Python (by the scanner, or all of it without one) parsed by orjson before the
+# msgspec schemas take over: their import (~12 ms) pays off on megabytes, not on the closing
+# `Trace` spans that most traces leave to Python (a few kB).
+_STRUCTS_AFTER = 1 << 20
 _TRIES = 16  # boundary candidates tried per read block before reading more text
 _OVERLAP = 1 << 12  # bytes searched again for a boundary that straddles two blocks
 
@@ -308,10 +312,12 @@ class _SliceDecoder:
         self.scan = _scan_slice if use_structs and use_scanner else None
         self.error: Exception | None = None  # orjson's reason the last slice is not JSON
         self.offset = 0  # where the slice's text starts in the input (for messages)
+        self.left_to_python = 0  # bytes of the slices the scanner did not read
 
     def decode(self, piece: memoryview) -> list[Any] | Scanned | None:
-        """The slice's events: the C scanner's columns, else structs, else orjson dicts; None if
-        the text is not JSON. `piece` is the slice with its brackets."""
+        """The slice's events: the C scanner's columns, else structs (past `_STRUCTS_AFTER`
+        bytes), else orjson dicts; None if the text is not JSON. `piece` is the slice with its
+        brackets."""
         limits = self.limits
         self.error = None
         if self.scan is not None:
@@ -325,8 +331,9 @@ class _SliceDecoder:
             if scanned is not None:
                 return scanned
         check_limits(piece, 1, len(piece) - 1, limits, self.name, offset=self.offset - 1)
+        self.left_to_python += len(piece)
         try:
-            if self.use_structs:
+            if self.use_structs and self.left_to_python > _STRUCTS_AFTER:
                 import msgspec  # imported with the schemas: only for slices left to Python
 
                 decoders = struct_decoders()
