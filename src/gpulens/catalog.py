@@ -770,6 +770,8 @@ APP_METRICS: tuple[Metric, ...] = (
     ),
     _a("app_latency_mean_seconds", "s", "Mean request latency.", resolution=1e-6),
     _a("app_latency_min_seconds", "s", "Fastest request.", resolution=1e-6),
+    _a("app_latency_p25_seconds", "s", "25th-percentile request latency.", resolution=1e-6),
+    _a("app_latency_p75_seconds", "s", "75th-percentile request latency.", resolution=1e-6),
     _a("app_latency_p90_seconds", "s", "90th-percentile request latency.", resolution=1e-6),
     _a("app_latency_p95_seconds", "s", "95th-percentile request latency.", resolution=1e-6),
     _a("app_latency_max_seconds", "s", "Slowest request.", resolution=1e-6),
