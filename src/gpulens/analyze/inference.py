@@ -5,9 +5,11 @@ gpulens.torch.inference writes one app reading per (engine, window) with the win
 p90, p95, p99, max). Here windows are combined:
 
 - **Quantiles over many windows** are those of the mixture of the windows' distributions, each
-  window weighted by its calls and its distribution interpolated linearly between its stored
-  quantiles (min → p50 → p90 → p95 → p99 → max). With one window it gives that window's stored
-  quantiles back; over windows of similar load it is close to the quantile of all the calls.
+  window weighted by its calls and its distribution interpolated between its stored quantiles
+  (min, p25, p50, p75, p90, p95, p99, max): linear in latency up to the median, linear in
+  log-latency above it (the long right tail of latencies). With one window it gives that
+  window's stored quantiles back; over windows of different loads it stays within a few per
+  cent of the quantile of all the calls (tests/unit/analyze/test_inference_latency.py).
 - **QPS** is the calls over the time the windows cover (each window's calls over its rate).
 - **Engine choice by load** (`engine_choice`): per model, each engine's windows are grouped
   into load bins (requests per second, bins a factor `bin_ratio` wide); a bin holds the latency
@@ -32,7 +34,9 @@ from gpulens.analyze._arrays import floats, strings
 
 QUANTILES: tuple[tuple[float, str], ...] = (
     (0.0, "app_latency_min_seconds"),
+    (0.25, "app_latency_p25_seconds"),
     (0.5, "app_latency_p50_seconds"),
+    (0.75, "app_latency_p75_seconds"),
     (0.9, "app_latency_p90_seconds"),
     (0.95, "app_latency_p95_seconds"),
     (0.99, "app_latency_p99_seconds"),
@@ -128,7 +132,12 @@ def _cdf(xs: np.ndarray, knots: np.ndarray, probs: np.ndarray) -> np.ndarray:
     # np.interp needs increasing x: merge tied knots, keeping the highest probability
     x, idx = np.unique(knots[::-1], return_index=True)
     p = probs[::-1][idx]
-    return np.asarray(np.interp(xs, x, p, left=0.0, right=1.0), dtype=np.float64)
+    linear = np.interp(xs, x, p, left=0.0, right=1.0)
+    if x[0] <= 0:
+        return np.asarray(linear, dtype=np.float64)
+    # above the median, linear in log-latency: a long right tail, as latencies have
+    logged = np.interp(np.log(np.maximum(xs, 1e-300)), np.log(x), p, left=0.0, right=1.0)
+    return np.asarray(np.where(xs > knots[2], logged, linear), dtype=np.float64)
 
 
 def _window_seconds(t: pa.Table) -> np.ndarray:

@@ -143,13 +143,15 @@ class LatencyWindow:
             out["app_warmup_seconds"] = self.warmup_s
         if self.calls == 0 or window_s <= 0:
             return out
-        q = np.quantile(np.asarray(self.sample), [0.5, 0.9, 0.95, 0.99])
+        q = np.quantile(np.asarray(self.sample), [0.5, 0.9, 0.95, 0.99, 0.25, 0.75])
         out.update(
             {
                 "app_requests": float(self.calls),
                 "app_requests_per_second": self.calls / window_s,
                 "app_latency_mean_seconds": self.total_s / self.calls,
                 "app_latency_min_seconds": self.min_s,
+                "app_latency_p25_seconds": float(q[4]),
+                "app_latency_p75_seconds": float(q[5]),
                 "app_latency_p50_seconds": float(q[0]),
                 "app_latency_p90_seconds": float(q[1]),
                 "app_latency_p95_seconds": float(q[2]),
