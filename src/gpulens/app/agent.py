@@ -49,6 +49,7 @@ from gpulens.store.location import StorePath
 
 if TYPE_CHECKING:
     from gpulens.app.analysis import ReportView
+    from gpulens.app.cluster_feed import ClusterFeed
 
 NS = 1_000_000_000
 #: the bound on the shutdown after SIGTERM or SIGINT: the server, the recorder and its flush
@@ -125,6 +126,9 @@ class AgentContext:
     _store: Store | None = field(default=None, repr=False)
     _store_opened: float = field(default=0.0, repr=False)
     store_opens: int = field(default=0, repr=False)  # connections opened so far
+    #: the Cluster page's data (from a site's Prometheus, or this store); None: no such page
+    cluster: ClusterFeed | None = None
+    collecting: bool = True  # False: `agent --no-collect`, nothing recorded here
 
     def viewed(self) -> None:
         """A dashboard page or API request came in (the findings pass runs at full pace)."""
@@ -210,8 +214,19 @@ class Agent:
         *,
         web: WebApp,
         metrics: Metrics,
+        collect: bool = True,
+        cluster: ClusterFeed | None = None,
     ) -> None:
+        """`collect=False` (`agent --prometheus URL --no-collect`): no collectors, no recorder,
+        no findings pass and no write to the store; the dashboard is served from `cluster`
+        (and from whatever the store already holds)."""
         self.cfg = cfg
+        self.collect = collect
+        if not collect and (collectors or cluster is None or not cluster.prometheus):
+            raise ConfigError(
+                "--no-collect serves the cluster from Prometheus only: give --prometheus URL "
+                "(or prometheus.url) and no collectors"
+            )
         self.collectors = list(collectors)
         self.clock = clock
         self.host, self.port = parse_listen(cfg.get("agent.listen"))
@@ -222,8 +237,15 @@ class Agent:
                 "without a token: set agent.token (or GPULENS_AGENT_TOKEN), or listen on "
                 "127.0.0.1"
             )
-        session.ensure_writable(cfg.data_dir)  # fail now, in one line, not at every flush
+        if collect:
+            session.ensure_writable(cfg.data_dir)  # fail now, in one line, not at every flush
         ctx = self.context = context_from_config(cfg)
+        ctx.collecting = collect
+        if cluster is None:
+            from gpulens.app.cluster_feed import ClusterFeed
+
+            cluster = ClusterFeed(cfg)  # the store's cluster, for the window a viewer asks
+        self.cluster = ctx.cluster = cluster
         self.live = ctx.live = LiveState(
             state_window_s=cfg.get("agent.state_window_seconds"),
             keep_s=3 * cfg.get("agent.state_window_seconds"),  # what a refresh reads
@@ -231,7 +253,10 @@ class Agent:
             prices=ctx.prices,
             region=ctx.region,
         )
-        ctx.exposition = metrics(self.live, ctx)
+        if collect:
+            ctx.exposition = metrics(self.live, ctx)
+        else:  # nothing measured here: no live state, an empty /metrics
+            ctx.live = None
         self._web = web
         self.stop = threading.Event()
         self.errors: list[str] = []
@@ -346,6 +371,12 @@ class Agent:
             except Exception as exc:  # retried next time; recording goes on
                 self._note(f"maintenance: {type(exc).__name__}: {exc}")
 
+    def _cluster_loop(self) -> None:
+        """The Cluster page's data from Prometheus, every `cluster.every_s` (a failed read is
+        shown on the page and retried; it never stops the agent)."""
+        assert self.cluster is not None
+        self.cluster.run(self.stop, after=trim_heap)
+
     def _analyse(self, start_ns: int, end_ns: int, store: Store) -> ReportView:
         from gpulens.app.analysis import analyse
 
@@ -371,9 +402,13 @@ class Agent:
     # -- running -------------------------------------------------------------------------------
     def start_background(self) -> None:
         """Start the recorder and the findings pass (the HTTP server is `serve`)."""
-        work = [(self._record, "gpulens-record"), (self._findings_loop, "gpulens-findings")]
-        if self.speed != 1.0:
+        work: list[tuple[Callable[[], None], str]] = []
+        if self.collect:
+            work += [(self._record, "gpulens-record"), (self._findings_loop, "gpulens-findings")]
+        if self.collect and self.speed != 1.0:
             work.append((self._maintenance_loop, "gpulens-maintenance"))
+        if self.cluster is not None and self.cluster.prometheus:
+            work.append((self._cluster_loop, "gpulens-cluster"))
         for target, name in work:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()

@@ -18,6 +18,7 @@ from gpulens.present.lazy import lazy_module
 
 if TYPE_CHECKING:
     from gpulens.app import session
+    from gpulens.app.cluster_feed import ClusterFeed
     from gpulens.collect.simulated import SimulatedFleet
 else:
     session = lazy_module("gpulens.app.session")
@@ -45,6 +46,9 @@ def serve_agent(
     collectors: list,  # type: ignore[type-arg]
     show_token: bool = False,
     clock: Clock | None = None,
+    *,
+    collect: bool = True,
+    cluster: ClusterFeed | None = None,
 ) -> None:
     """Run the agent over `collectors` until SIGTERM or SIGINT.
 
@@ -57,10 +61,16 @@ def serve_agent(
 
     check_token(cfg.get("agent.token"))  # before anything starts
     agent = Agent(
-        cfg, collectors, clock or SystemClock(), web=lazy_app, metrics=metrics_source(cfg)
+        cfg,
+        collectors,
+        clock or SystemClock(),
+        web=lazy_app,
+        metrics=metrics_source(cfg),
+        collect=collect,
+        cluster=cluster,
     )
     agent.serve(on_ready=lambda url: _announce(url, cfg.get("agent.token"), show_token))
-    err.print("gpulens agent stopped; buffered readings flushed")
+    err.print("gpulens agent stopped" + ("; buffered readings flushed" if collect else ""))
 
 
 def serve_demo(cfg: Config, fleet: SimulatedFleet, show_token: bool = False) -> None:
@@ -87,12 +97,57 @@ def agent(
             "(soak tests: a simulated day in minutes).",
         ),
     ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            help="Serve the Cluster page from this Prometheus (or Thanos, Mimir) URL, read "
+            "again every --cluster-every seconds (prometheus.* settings for auth and TLS)."
+        ),
+    ] = None,
+    no_collect: Annotated[
+        bool,
+        typer.Option(
+            "--no-collect",
+            help="Collect nothing here and write no store: only serve the cluster from "
+            "--prometheus.",
+        ),
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Cluster window start: a duration back from now (7d) or ISO 8601."),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Cluster window end (ISO 8601; default: now).")
+    ] = None,
+    cluster_every: Annotated[
+        float, typer.Option(help="Seconds between reads of --prometheus (30 to 21600).")
+    ] = 300.0,
+    node_queue: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Cluster page: the queue of nodes whose readings name none: NODE=QUEUE,..."
+        ),
+    ] = None,
 ) -> None:
     """Record, export /metrics and serve the dashboard and API, on one port."""
     cfg = load_config(
         config,
         overrides={"data_dir": str(data_dir) if data_dir else None, "agent.listen": listen},
     )
+    from gpulens.present.cli_fleet import parse_capacity_like
+
+    queues = parse_capacity_like(node_queue or [], "--node-queue", "NODE=QUEUE")
+    cluster = cluster_feed(cfg, prometheus, since, until, cluster_every, no_collect, queues)
+    if no_collect:
+        assert cluster is not None and cluster.url is not None
+        if speed is not None:
+            raise ConfigError("--speed paces collectors: --no-collect has none")
+        err.print(
+            f"gpulens agent: no collection; the cluster from {cluster.url} every "
+            f"{cluster.every_s:g} s"
+        )
+        serve_agent(cfg, [], show_token, collect=False, cluster=cluster)
+        return
     clock: Clock = SystemClock()
     if speed is not None:
         clock = PacedClock(paced_start(clock.now_ns()), speed=check_speed(speed, cfg))
@@ -100,7 +155,55 @@ def agent(
     names = ", ".join(c.name for c in collectors)
     pace = f" at {speed:g}× real time" if speed is not None else ""
     err.print(f"gpulens agent: recording {names} into {cfg.data_dir}{pace}")
-    serve_agent(cfg, collectors, show_token, clock)
+    serve_agent(cfg, collectors, show_token, clock, cluster=cluster)
+
+
+def cluster_feed(
+    cfg: Config,
+    url: str | None,
+    since: str | None,
+    until: str | None,
+    every_s: float,
+    no_collect: bool,
+    node_queues: dict[str, str] | None = None,
+) -> ClusterFeed | None:
+    """The Cluster page's feed of `agent --prometheus URL` (None without a Prometheus: the
+    agent serves its store's cluster). A duration `--since` slides with the clock; ISO times
+    stay fixed."""
+    import time
+
+    from gpulens.app.cluster_feed import DEFAULT_SPAN_S, ClusterFeed
+    from gpulens.present.timespec import parse_when
+
+    if url is None and no_collect:  # a recording agent reads Prometheus only when told to
+        url = cfg.get("prometheus.url") or None
+    if url is None:
+        if no_collect:
+            raise ConfigError(
+                "--no-collect serves the cluster from a Prometheus: give --prometheus URL "
+                "(or set prometheus.url)"
+            )
+        if since is not None or until is not None:
+            raise ConfigError("--since and --until set the window read from --prometheus")
+        from gpulens.app.cluster_feed import ClusterFeed
+
+        return ClusterFeed(cfg, node_queues=node_queues) if node_queues else None
+    now = time.time_ns()
+    start = parse_when(since, now, "--since")
+    end = parse_when(until, now, "--until")
+    sliding = since is not None and start != parse_when(since, now + 10**9, "--since")
+    if start is not None and end is not None and start >= end:
+        raise ConfigError(f"--since {since!r} must be before --until {until!r}")
+    span = DEFAULT_SPAN_S if start is None or not sliding else (now - start) / 1e9
+    return ClusterFeed(
+        cfg,
+        str(url),
+        start_ns=None if sliding else start,
+        end_ns=end,
+        span_s=span,
+        every_s=every_s,
+        node_queues=node_queues,
+    )
 
 
 def check_speed(speed: float, cfg: Config) -> float:

@@ -27,6 +27,7 @@ from typing import TypeVar, cast
 from gpulens.app.agent import AgentContext, trim_heap
 from gpulens.app.trace_dirs import TraceEntry, list_traces, resolve_trace
 from gpulens.app.traces import analyze_files
+from gpulens.present.dashboard.cluster import ClusterPage, SourceStatus, cluster_page
 from gpulens.present.dashboard.common import Analysed, Settings, analyse_window
 from gpulens.present.dashboard.findings import FindingsPage, findings_page
 from gpulens.present.dashboard.fleet import FleetPage, fleet_page
@@ -71,6 +72,7 @@ class Dashboard:
         self._uploads_lock = threading.Lock()
         self._bounds: tuple[float, int | None] | None = None  # (when asked, store's newest)
         self._now: tuple[int, NowStrip] | None = None  # (live state's changes, its strip)
+        self._cluster: tuple[object, ClusterPage] | None = None  # (feed state, its page)
 
     # -- windows -------------------------------------------------------------------------------
     def latest_ns(self) -> int | None:
@@ -261,6 +263,34 @@ class Dashboard:
             (severity, rule, limit),
             lambda a: findings_page(a, severity, rule, limit),
         )
+
+    def cluster_from_prometheus(self) -> bool:
+        """Whether the Cluster page is a Prometheus read (its own window), not the store's."""
+        return self.ctx.cluster is not None and self.ctx.cluster.prometheus
+
+    def cluster(self, window: Window | None) -> ClusterPage:
+        """The Cluster page: the feed's last Prometheus read, or the store's cluster over
+        `window`; one page object per feed state, shared by its viewers."""
+        self.ctx.viewed()
+        feed = self.ctx.cluster
+        if feed is None:
+            status = SourceStatus(
+                source="none",
+                prometheus=False,
+                error="this agent has no cluster source: run it with --prometheus URL",
+            )
+            return ClusterPage(status)
+        if feed.prometheus or window is None:
+            state = feed.state()
+        else:
+            state = feed.for_window(window.start_ns, window.end_ns, window.step_s)
+        with self._lock:
+            if self._cluster is not None and self._cluster[0] is state:
+                return self._cluster[1]
+        page = cluster_page(state, feed.prometheus)
+        with self._lock:
+            self._cluster = (state, page)
+        return page
 
     def gpus(self) -> list[GpuEntry]:
         self.ctx.viewed()

@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect
 from gpulens.errors import GpulensError, InputTooLarge, TraceFormatError
 from gpulens.findings.engine import RULES
 from gpulens.present.dashboard import (
+    ClusterPage,
     FindingsPage,
     FleetPage,
     GpuEntry,
@@ -114,6 +115,16 @@ def fleet(request: Request, dash: Dash, q: Win) -> Response:
     """Allocated versus useful GPU-hours, waste by cause (GPU-hours, money, kWh, CO2e), the
     fleet over time and the GPU × time heatmap of useful work."""
     return shared(request, dash.fleet(resolve_window(dash, q)))
+
+
+@router.get("/cluster", response_model=ClusterPage, summary="Cluster page data")
+def cluster(request: Request, dash: Dash, q: Win) -> Response:
+    """Nodes × time (useful work and duty cycle per node), allocation and pending-while-idle
+    per queue, usage per team, the idle-allocated inventory, the fleet plans, and the state of
+    the source (a site's Prometheus read every few minutes, or the agent's store over the
+    window)."""
+    w = None if dash.cluster_from_prometheus() else resolve_window(dash, q)
+    return shared(request, dash.cluster(w))
 
 
 @router.get("/gpus", response_model=list[GpuEntry], summary="The GPUs of the store")

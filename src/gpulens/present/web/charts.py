@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpulens.present.dashboard import (
+    ClusterPage,
     FindingsPage,
     FleetPage,
     GpuPage,
@@ -143,6 +144,116 @@ def fleet_figures(page: FleetPage) -> dict[str, Figure]:
         },
     }
     return {"usage": usage, "waste": waste, "heatmap": heat}
+
+
+# -- cluster ---------------------------------------------------------------------------------
+
+HEAT_METRICS = {"useful": "useful work", "duty": "duty cycle"}
+
+
+def cluster_figures(page: ClusterPage, metric: str | None = None) -> dict[str, Figure]:
+    """The node × time heat map (useful work, or duty cycle), the cluster's GPUs over time
+    with pending-while-idle, the off-peak heat map and the capacity forecast."""
+    hm = page.heat
+    shown = metric if metric in HEAT_METRICS else hm.metric
+    label = HEAT_METRICS[shown]
+    rows = [
+        f"{n} ({q}, {g} GPU{'s' if g != 1 else ''})"
+        for n, q, g in zip(hm.nodes, hm.queues, hm.gpus, strict=True)
+    ]
+    figures: dict[str, Figure] = {
+        "heatmap": {
+            "data": [
+                {
+                    "type": "heatmap",
+                    "x": _ms(hm.times_ns),
+                    "y": rows,
+                    "z": hm.useful if shown == "useful" else hm.duty,
+                    "zmin": 0,
+                    "zmax": 1,
+                    "colorscale": "Viridis",
+                    "colorbar": {"title": {"text": label}, "tickformat": ".0%"},
+                    "hovertemplate": f"%{{y}} at %{{x}}<br>{label} %{{z:.0%}}<extra></extra>",
+                    "ygap": 1,
+                }
+            ],
+            "layout": _layout(
+                f"{label.capitalize()} per node over time (%, GPU-time-weighted mean of its "
+                "GPUs; blank: no data)",
+                xaxis=_date_axis(),
+                yaxis={"autorange": "reversed", "type": "category", "automargin": True},
+                hovermode="closest",
+                height=max(260, 80 + 18 * len(rows)),
+            ),
+        }
+    }
+    sr = page.series
+    x = _ms(sr.times_ns)
+    figures["queues"] = {
+        "data": [
+            _line("GPUs reporting", x, sr.total, line={"color": "#bbbbbb", "dash": "dot"}),
+            _line("in use (held)", x, sr.in_use, line={"color": "#1f77b4"}),
+            _line("pending", x, sr.pending, line={"color": "#ff7f0e"}),
+            _line(
+                "pending while idle",
+                x,
+                sr.pending_while_idle,
+                line={"color": "#d62728"},
+                fill="tozeroy",
+            ),
+        ],
+        "layout": _layout(
+            "Cluster GPUs over time: held, pending, and pending while idle elsewhere (GPUs)",
+            xaxis=_date_axis(),
+            yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
+        ),
+    }
+    if page.offpeak is not None:
+        o = page.offpeak
+        figures["offpeak"] = {
+            "data": [
+                {
+                    "type": "heatmap",
+                    "x": [f"{h:02d}:00" for h in range(24)],
+                    "y": o.weekdays,
+                    "z": o.demand_gpus,
+                    "colorscale": "YlOrRd",
+                    "colorbar": {"title": {"text": "GPUs"}},
+                    "hovertemplate": "%{y} %{x} UTC<br>demand %{z:.1f} GPUs<extra></extra>",
+                    "xgap": 1,
+                    "ygap": 1,
+                }
+            ],
+            "layout": _layout(
+                "Off-peak plan: mean demand by weekday and hour (GPUs, UTC)",
+                yaxis={"autorange": "reversed", "type": "category"},
+                hovermode="closest",
+            ),
+        }
+    if page.forecast is not None:
+        f = page.forecast
+        fx = _ms(f.times_ns)
+        band = f"{100 * f.level:.0f}% interval"
+        figures["forecast"] = {
+            "data": [
+                _line(f"{band} (high)", fx, f.hi, line={"width": 0}, showlegend=False),
+                _line(
+                    band,
+                    fx,
+                    f.lo,
+                    line={"width": 0},
+                    fill="tonexty",
+                    fillcolor="rgba(31, 119, 180, 0.2)",
+                ),
+                _line(f"forecast ({f.model})", fx, f.mean, line={"color": "#1f77b4"}),
+            ],
+            "layout": _layout(
+                "Capacity forecast: pooled demand, in use + pending (GPUs, hourly)",
+                xaxis=_date_axis(),
+                yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
+            ),
+        }
+    return figures
 
 
 # -- one GPU -----------------------------------------------------------------------------------

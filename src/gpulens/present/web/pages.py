@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, Undefined, select_autoescape
 
 from gpulens.errors import TraceFormatError
@@ -34,6 +34,7 @@ from gpulens.present.web.params import (
 TEMPLATES = Path(__file__).parent / "templates"
 NAV: tuple[tuple[str, str, str], ...] = (
     ("fleet", "/", "Fleet"),
+    ("cluster", "/cluster", "Cluster"),
     ("gpus", "/gpus", "GPUs"),
     ("workloads", "/workloads", "Workloads"),
     ("people", "/people", "Jobs and users"),
@@ -167,12 +168,14 @@ def render(
     window: Window | None = None,
     refresh: str | None = None,
     status: int = 200,
+    always_refresh: bool = False,
     **context: Any,
 ) -> HTMLResponse:
-    """A page: the template, its figures for app.js, and the refresh URL of a relative range."""
+    """A page: the template, its figures for app.js, and the refresh URL of a relative range
+    (or of any page whose source moves on by itself, with `always_refresh`)."""
     page_data = {
         "figures": figures or {},
-        "refresh": refresh if window is not None and window.range else None,
+        "refresh": refresh if always_refresh or (window is not None and window.range) else None,
         "now_every_s": NOW_EVERY_S,
         "refresh_every_s": REFRESH_EVERY_S,
     }
@@ -211,7 +214,9 @@ def _charts_url(request: Request) -> str:
 
 
 @router.get("/", response_class=HTMLResponse)
-def fleet(request: Request, dash: Dash, q: Win) -> HTMLResponse:
+def fleet(request: Request, dash: Dash, q: Win) -> Response:
+    if not dash.ctx.collecting:  # `agent --no-collect`: the cluster is all there is
+        return RedirectResponse("/cluster" + _query(request), 303)
     w = resolve_window(dash, q)
     page = dash.fleet(w)
     return render(
@@ -230,6 +235,30 @@ def fleet(request: Request, dash: Dash, q: Win) -> HTMLResponse:
 @router.get("/fleet", response_class=RedirectResponse)
 def fleet_alias(request: Request) -> RedirectResponse:
     return RedirectResponse("/" + _query(request))
+
+
+HeatMetric = Literal["useful", "duty"]
+
+
+@router.get("/cluster", response_class=HTMLResponse)
+def cluster(request: Request, dash: Dash, q: Win, heat: HeatMetric | None = None) -> HTMLResponse:
+    from_prometheus = dash.cluster_from_prometheus()
+    w = None if from_prometheus else resolve_window(dash, q)
+    page = dash.cluster(w)
+    return render(
+        request,
+        "cluster.html",
+        active="cluster",
+        title="Cluster",
+        window=w,
+        page=page,
+        heat=heat or page.heat.metric,
+        currency=page.currency,
+        figures=charts.cluster_figures(page, heat),
+        refresh=_charts_url(request),
+        always_refresh=from_prometheus,
+        notes=page.notes,
+    )
 
 
 @router.get("/gpus", response_class=HTMLResponse)
@@ -387,3 +416,16 @@ def people_charts(dash: Dash, q: Win, by: FairnessBy | None = None) -> JSONRespo
 def findings_charts(dash: Dash, q: Win) -> JSONResponse:
     page = dash.findings(resolve_window(dash, q))
     return JSONResponse({"figures": charts.findings_figures(page)})
+
+
+@router.get("/charts/cluster")
+def cluster_charts(dash: Dash, q: Win, heat: HeatMetric | None = None) -> JSONResponse:
+    w = None if dash.cluster_from_prometheus() else resolve_window(dash, q)
+    page = dash.cluster(w)
+    status = page.status
+    return JSONResponse(
+        {
+            "figures": charts.cluster_figures(page, heat),
+            "status": {"error": status.error, "refreshed_ns": status.refreshed_ns},
+        }
+    )

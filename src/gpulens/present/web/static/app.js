@@ -66,8 +66,20 @@
   function refresh() {
     fetch(page.refresh, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (d) { if (d) draw(d.figures); })
+      .then(function (d) { if (d) { draw(d.figures); if (d.status) status(d.status); } })
       .catch(function () {});
+  }
+
+  // a page whose source can fail (the Cluster page's Prometheus) says so without a reload
+  function status(st) {
+    var box = document.getElementById("source-error");
+    if (!box) return;
+    if (st.error) {
+      box.textContent = "The source could not be read: " + st.error;
+      box.hidden = false;
+    } else {
+      box.hidden = true;
+    }
   }
 
   function upload(form) {
