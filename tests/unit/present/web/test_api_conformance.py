@@ -23,7 +23,7 @@ import pytest
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 CONFIG = """
 [[operations]]
-include-path-regex = "^/api/(window|fleet|gpus/\\\\{gpu_uuid\\\\}|workloads|people|findings)$"
+include-path-regex = "^/api/(window|fleet|cluster|gpus/[^/]+|workloads|people|findings)$"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "422"]
 
 [[operations]]
