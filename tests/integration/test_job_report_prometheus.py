@@ -57,12 +57,17 @@ LEVELS: dict[tuple[str, int], tuple[float, float, float, float]] = {
     ("cdr1", 1): (95.0, 0.7, 0.45, 40960.0),
     ("cdr1", 2): (0.0, 0.0, 0.0, 20480.0),
     ("cdr1", 3): (95.0, 0.7, 0.45, 40960.0),
+    ("node-a", 0): (95.0, 0.7, 0.45, 40960.0),
+    ("node-a", 1): (90.0, 0.3, 0.1, 30720.0),
 }
-HOSTNAMES = {"gpu1": "gpu1", "gpu2": "gpu2.hpc.example", "cdr1": "cdr1"}
+HOSTNAMES = {"gpu1": "gpu1", "gpu2": "gpu2.hpc.example", "cdr1": "cdr1", "node-a": "node-a"}
 # the histories: Slurm-web's jobs of 2025-11-10 (running ones are reported 3 h on), cedar's
 SLURM_WINDOW = (1_762_783_200, 1_762_803_600)
 CEDAR_WINDOW = (1_680_190_200, 1_680_217_800)
 CEDAR_JOBS = {0: "11", 1: "11", 2: "10", 3: "11"}
+# a Kubernetes node: KAI's gpu-pod on GPU 1 from 10:00 to 12:30 UTC, another pod on GPU 0
+K8S_WINDOW = (1_796_029_200, 1_796_047_200)  # 2026-11-30 09:00 to 14:00 UTC
+K8S_PODS = {0: "other-pod", 1: "gpu-pod"}
 
 
 def _openmetrics(path: Path) -> None:
@@ -77,13 +82,15 @@ def _openmetrics(path: Path) -> None:
         for family, column in families:
             out.write(f"# TYPE {family} gauge\n")
             for (node, gpu), levels in LEVELS.items():
-                lo, hi = CEDAR_WINDOW if node == "cdr1" else SLURM_WINDOW
+                lo, hi = {"cdr1": CEDAR_WINDOW, "node-a": K8S_WINDOW}.get(node, SLURM_WINDOW)
                 labels = (
                     f'gpu="{gpu}",UUID="GPU-{node}-{gpu}",modelName="NVIDIA H100 80GB HBM3",'
                     f'Hostname="{HOSTNAMES[node]}"'
                 )
                 if node == "cdr1":
                     labels += f',hpc_job="{CEDAR_JOBS[gpu]}"'
+                if node == "node-a":  # dcgm-exporter's Kubernetes pod mapping
+                    labels += f',pod="{K8S_PODS[gpu]}",namespace="default"'
                 value = levels[column] if column is not None else 100.0 + 400.0 * levels[1]
                 for t in range(lo + SCRAPE_S // 2, hi, SCRAPE_S):
                     out.write(f"{family}{{{labels}}} {value:g} {t}\n")
@@ -217,3 +224,28 @@ def test_unknown_job_and_pending_job_are_one_clear_error(
     pending = read_job(shared / SLURM / "25.11/0.0.44/slurmdb-job-gpus-pending.json", "4965")
     with pytest.raises(CollectError, match="has not started"):
         job_range.report(load_config(), prom, pending, 1_790_000_000 * NS)
+
+
+def test_kubernetes_pod_after_it_ended(prom: str, shared: Path, tmp_path: Path) -> None:
+    """KAI's real GPU pod manifest, with the status the API reports once it ran (node-a,
+    10:00 to 12:30 UTC): its one GPU found by the series' pod label, through the command."""
+    yaml = pytest.importorskip("yaml")
+    manifest = "data/scheduler/NVIDIA_KAI-Scheduler/examples/quickstart/pods/gpu-pod.yaml"
+    pod = yaml.safe_load((shared / manifest).read_text())
+    pod["spec"]["nodeName"] = "node-a"
+    pod["status"] = {
+        "phase": "Succeeded",
+        "startTime": "2026-11-30T10:00:00Z",
+        "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-11-30T12:30:00Z"}}}],
+    }
+    dump = tmp_path / "pods.json"
+    dump.write_text(json.dumps({"kind": "List", "items": [pod]}), encoding="utf-8")
+    proc = _cli(
+        "report", "--job", "default/gpu-pod", "--prometheus", prom, "--k8s", str(dump),
+        "--format", "json", "--data-dir", str(tmp_path / "unused"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["step_s"] == 60
+    _check_gpus(doc, [("node-a", 1)], 2.5)
+    assert doc["scope"]["team"] == "default"

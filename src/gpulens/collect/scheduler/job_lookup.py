@@ -208,7 +208,7 @@ def pod_record(pod: Mapping[str, Any], source: str) -> JobRecord:
         nodes=(str(node),) if node else (),
         gpus=pod_gpus(spec),
         user=labels.get("user") or labels.get("app.kubernetes.io/created-by"),
-        team=str(meta.get("namespace") or "") or None,
+        team=str(meta.get("namespace") or "default"),
         labels=labels,
     )
 
