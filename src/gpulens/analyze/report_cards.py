@@ -225,7 +225,7 @@ def _mean(records: Sequence[Mapping[str, Any]]) -> Figures:
 
 
 def _pct(x: float | None) -> str:
-    return "unknown" if x is None else f"{x * 100:.0f} %"
+    return "unknown" if x is None else f"{x * 100:.0f}%"
 
 
 def verdicts(card: Card) -> list[str]:

@@ -48,8 +48,8 @@ def test_baseline_skips_periods_without_gpus_and_compares_with_the_fleet() -> No
     assert ann.fleet.useful_share == pytest.approx(0.5)
     assert (ann.start_ns, ann.end_ns) == (3 * DAY_NS, 4 * DAY_NS)
     assert ann.verdicts[0] == (
-        "Useful work: 20 % of the 10.0 GPU-hours held: down 13 points on its baseline (33 %); "
-        "30 points below the fleet (50 %)."
+        "Useful work: 20% of the 10.0 GPU-hours held: down 13 points on its baseline (33%); "
+        "30 points below the fleet (50%)."
     )
     ben = cards[1]
     assert ben.baseline is None and "no baseline yet" in ben.verdicts[0]
