@@ -26,6 +26,7 @@ TYPOS: dict[str, tuple[str, str]] = {
     "top": ("--simulatd", "--simulated"),
     "rules": ("--idle-fro", "--idle-for"),
     "fleet": ("--sequnce", "--sequence"),
+    "digest": ("--perod", "--period"),
 }
 #: command → arguments that leave out a required argument or an option's value
 MISSING: dict[str, list[str]] = {
@@ -40,6 +41,7 @@ MISSING: dict[str, list[str]] = {
     "top": ["--interval"],
     "rules": ["--output"],
     "fleet": ["--sequence"],
+    "digest": ["--period"],
 }
 #: a mistyped command → the command it should suggest
 COMMAND_TYPOS = {
@@ -54,6 +56,7 @@ COMMAND_TYPOS = {
     "topp": "top",
     "rulse": "rules",
     "flete": "fleet",
+    "dgiest": "digest",
 }
 
 
