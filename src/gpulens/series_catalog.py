@@ -3,12 +3,15 @@
 `SERIES`: per series name, the catalog metric it carries, the conversion from the unit the
 exporter prints to the metric's base unit, the family (which exporter writes it) and how it
 is downsampled on the server at the analysis step (`avg_over_time` for activity and
-rates, `max_over_time` for memory, levels and counters). Four GPU families:
+rates, `max_over_time` for memory, levels and counters, `min_over_time` for free memory, so
+that used + free in a step is the GPU's memory even while it changes). GPU families:
 
 - ``dcgm``: NVIDIA dcgm-exporter, every field name of both DCGM spellings (pre-4.6 and 4.6,
   `collect.dcgm.fields`), and the 1.x lower-case names;
 - ``gpulens``: gpulens agents' own `/metrics` (`gpulens_<metric>`, base units already);
 - ``nvidia_gpu_exporter``: mindprince's nvidia_gpu_prometheus_exporter (`nvidia_gpu_*`);
+- ``nvidia_smi_exporter``: utkuozdemir's nvidia_gpu_exporter (`nvidia_smi_*`, nvidia-smi's
+  query fields in base units: ratios, bytes, watts, hertz; label `uuid`);
 - ``slurm_job_exporter``: guilbaults' slurm-job-exporter (`slurm_job_*_gpu`): per-job GPU
   series, whose presence is the allocation.
 
@@ -32,8 +35,10 @@ from typing import Literal
 from gpulens import catalog, units
 from gpulens.errors import ConfigError
 
-Agg = Literal["avg", "max"]
-Family = Literal["dcgm", "gpulens", "nvidia_gpu_exporter", "slurm_job_exporter", "site"]
+Agg = Literal["avg", "max", "min"]
+Family = Literal[
+    "dcgm", "gpulens", "nvidia_gpu_exporter", "nvidia_smi_exporter", "slurm_job_exporter", "site"
+]
 
 #: the gpulens metrics a report uses, in the order they are looked for; one series per metric
 #: and family is pulled (the first of its names the server has)
@@ -48,6 +53,7 @@ REPORT_METRICS: tuple[str, ...] = (
     "memory_used_bytes",
     "memory_total_bytes",
     "memory_free_bytes",
+    "memory_reserved_bytes",
     "power_watts",
     "energy_joules",
     "sm_clock_hertz",
@@ -61,11 +67,15 @@ REPORT_METRICS: tuple[str, ...] = (
 PROFILING_METRICS: frozenset[str] = frozenset(
     {"sm_active_ratio", "tensor_active_ratio", "dram_active_ratio", "graphics_active_ratio"}
 )
+#: metrics pulled as the smallest value of the step: free memory (max used + min free of one
+#: step is the memory size exactly, as used + free is the same at every sample)
+_MIN_METRICS: frozenset[str] = frozenset({"memory_free_bytes"})
 #: metrics pulled as the largest value of the step: memory, levels, counters, bitmasks
 _MAX_METRICS: frozenset[str] = frozenset(
     {
         "memory_used_bytes",
         "memory_total_bytes",
+        "memory_reserved_bytes",
         "energy_joules",
         "sm_clock_max_hertz",
         "power_limit_watts",
@@ -93,7 +103,7 @@ class SeriesSpec:
 
 
 def _agg(metric: str) -> Agg:
-    return "max" if metric in _MAX_METRICS else "avg"
+    return "max" if metric in _MAX_METRICS else "min" if metric in _MIN_METRICS else "avg"
 
 
 def _dcgm_series() -> list[SeriesSpec]:
@@ -140,6 +150,22 @@ _OTHER: tuple[SeriesSpec, ...] = (
         units.milliwatts_to_watts,
     ),
     SeriesSpec("nvidia_gpu_temperature_celsius", "temperature_celsius", "nvidia_gpu_exporter"),
+    # utkuozdemir/nvidia_gpu_exporter (nvidia-smi --query-gpu, already in base units): uuid
+    *(
+        SeriesSpec(f"nvidia_smi_{name}", metric, "nvidia_smi_exporter", agg=_agg(metric))
+        for name, metric in (
+            ("utilization_gpu_ratio", "gpu_util_ratio"),
+            ("utilization_memory_ratio", "mem_copy_util_ratio"),
+            ("memory_used_bytes", "memory_used_bytes"),
+            ("memory_free_bytes", "memory_free_bytes"),
+            ("memory_total_bytes", "memory_total_bytes"),
+            ("power_draw_watts", "power_watts"),
+            ("power_limit_watts", "power_limit_watts"),
+            ("temperature_gpu", "temperature_celsius"),
+            ("clocks_current_sm_clock_hz", "sm_clock_hertz"),
+            ("clocks_max_sm_clock_hz", "sm_clock_max_hertz"),
+        )
+    ),
     # slurm-job-exporter: labels user, account, slurmjobid, gpu, gpu_type (a job's GPUs only)
     SeriesSpec(
         "slurm_job_utilization_gpu", "gpu_util_ratio", "slurm_job_exporter", units.percent_to_ratio

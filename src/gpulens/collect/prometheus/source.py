@@ -3,9 +3,11 @@
 `PrometheusSource(url, ...).read(start_s, end_s, step_s)` (or `read_range(...)` in one call):
 
 1. the metric names the server holds in the range (`/api/v1/label/__name__/values`) are
-   matched against the series catalog (`gpulens.series_catalog`): one GPU family is read,
-   the first present of gpulens agents, dcgm-exporter, nvidia_gpu_prometheus_exporter and
-   slurm-job-exporter;
+   matched against the series catalog (`gpulens.series_catalog`): every GPU family present
+   is read (gpulens agents, dcgm-exporter, nvidia_gpu_prometheus_exporter, utkuozdemir's
+   nvidia_gpu_exporter, slurm-job-exporter), and each GPU from the first of them, in that
+   order, that has it (`families.one_family_per_gpu`): a fleet whose nodes run different
+   exporters gets all its GPUs, and a node running two is not counted twice;
 2. per series name, the number of series in the range (`/api/v1/series`) sizes the chunks
    (`plan.chunks`: under 11,000 points per series and `query.max-samples`);
 3. each name is queried at the step with `avg_over_time` / `max_over_time` (`plan.step_query`),
@@ -31,6 +33,8 @@ import pyarrow as pa
 from gpulens.cluster_schema import SEQUENCE_SCHEMA
 from gpulens.collect.prometheus import cluster
 from gpulens.collect.prometheus.client import Auth, PrometheusClient, TooLarge, Transfer
+from gpulens.collect.prometheus.families import FAMILY_NAMES as _FAMILY_NAMES
+from gpulens.collect.prometheus.families import FamilySeries, family_notes, one_family_per_gpu
 from gpulens.collect.prometheus.parse import Series, label_sets, names, parse_matrix
 from gpulens.collect.prometheus.plan import Chunk, QueryLimits, aligned, chunks, halve, step_query
 from gpulens.collect.prometheus.tables import ReadingTables, build_tables
@@ -47,15 +51,14 @@ from gpulens.series_catalog import (
     SeriesSpec,
 )
 
-#: GPU families in the order one is chosen
-FAMILY_ORDER: tuple[str, ...] = ("gpulens", "dcgm", "nvidia_gpu_exporter", "slurm_job_exporter")
-_FAMILY_NAMES = {
-    "site": "the site's own series (prometheus.series)",
-    "gpulens": "gpulens agents",
-    "dcgm": "dcgm-exporter",
-    "nvidia_gpu_exporter": "nvidia_gpu_prometheus_exporter",
-    "slurm_job_exporter": "slurm-job-exporter",
-}
+#: GPU families in the order a GPU seen by several is read from
+FAMILY_ORDER: tuple[str, ...] = (
+    "gpulens",
+    "dcgm",
+    "nvidia_gpu_exporter",
+    "nvidia_smi_exporter",
+    "slurm_job_exporter",
+)
 
 
 @dataclass
@@ -71,6 +74,8 @@ class PromRange:
     step_s: float
     family: str | None
     series_names: list[str] = field(default_factory=list)
+    #: family → GPUs read from it (several when the fleet runs different exporters)
+    families: dict[str, int] = field(default_factory=dict)
     pending_workloads: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     requests: int = 0
@@ -125,9 +130,15 @@ class PrometheusSource:
         return set(names(data, f"{self.name}/api/v1/label/__name__/values"))
 
     def choose(self, present: set[str]) -> tuple[str | None, dict[str, list[SeriesSpec]]]:
-        """The GPU family read (the first of `FAMILY_ORDER` with a series present) and, per
-        metric, its series present; a site's own series (`prometheus.series`) replace the
-        family's for their metric."""
+        """The first GPU family of `choose_all` and its series per metric ((None, {}) when
+        the server has none)."""
+        found = self.choose_all(present)
+        return found[0] if found else (None, {})
+
+    def choose_all(self, present: set[str]) -> list[tuple[str, dict[str, list[SeriesSpec]]]]:
+        """Every GPU family with a series present, in `FAMILY_ORDER`, and per metric its
+        series present; a site's own series (`prometheus.series`) replace the first family's
+        for their metric (a recording rule over that exporter's series)."""
 
         def specs_of(family: str) -> dict[str, list[SeriesSpec]]:
             out: dict[str, list[SeriesSpec]] = {}
@@ -138,28 +149,33 @@ class PrometheusSource:
             return out
 
         site = specs_of("site")
-        for family in FAMILY_ORDER:
-            chosen = specs_of(family)
-            if chosen:
-                return family, {**chosen, **site}
-        return ("site", site) if site else (None, {})
+        found = [(family, specs_of(family)) for family in FAMILY_ORDER]
+        found = [(family, chosen) for family, chosen in found if chosen]
+        if not found:
+            return [("site", site)] if site else []
+        first, chosen = found[0]
+        found[0] = (first, {**chosen, **site})
+        return found
 
     def read(self, start_s: float, end_s: float, step_s: float) -> PromRange:
         """The readings of [start, end) at `step_s` (aligned down to whole steps)."""
         lo, hi = aligned(start_s, end_s, step_s)
         present = self.present(lo, hi)
-        family, chosen = self.choose(present)
-        series: dict[str, list[tuple[SeriesSpec, Series]]] = {}
+        found = self.choose_all(present)
+        family, chosen = found[0] if found else (None, {})
+        per_family: dict[str, FamilySeries] = {name: {} for name, _ in found}
         points = 0
-        wanted = [spec for specs in chosen.values() for spec in specs]
+        wanted = [(name, spec) for name, specs in found for v in specs.values() for spec in v]
         # the server computes one query while the previous answer is parsed here
         with ThreadPoolExecutor(max(1, self.concurrency)) as pool:
-            answers = pool.map(lambda sp: self.query(sp.name, sp.agg, lo, hi, step_s), wanted)
-            for spec, got in zip(wanted, answers, strict=True):
+            answers = pool.map(lambda fs: self.query(fs[1].name, fs[1].agg, lo, hi, step_s), wanted)
+            for (name, spec), got in zip(wanted, answers, strict=True):
                 points += sum(len(s.ts_ms) for s in got)
-                series.setdefault(spec.metric, []).extend((spec, s) for s in got)
+                per_family[name].setdefault(spec.metric, []).extend((spec, s) for s in got)
+        merged = one_family_per_gpu(list(per_family.items()), self.mapping)
+        del per_family
         owners = self._owners(present, lo, hi)
-        tables = build_tables(series, step_s, self.mapping, owners=owners)
+        tables = build_tables(merged.series, step_s, self.mapping, owners=owners)
         sequence, pending = self._kueue(present, lo, hi, step_s)
         out = PromRange(
             tables=tables,
@@ -168,11 +184,13 @@ class PrometheusSource:
             end_s=hi,
             step_s=step_s,
             family=family,
-            series_names=sorted(s.name for specs in chosen.values() for s in specs),
+            series_names=sorted(s.name for _, c in found for specs in c.values() for s in specs),
+            families=dict(merged.gpus),
             pending_workloads=pending,
             points=points,
         )
         out.notes = notes(family, set(chosen), tables, bool(sequence.num_rows), present)
+        out.notes[1:1] = family_notes(found, merged)
         out.requests, out.bytes_read = self.client.requests, self.client.bytes_read
         return out
 

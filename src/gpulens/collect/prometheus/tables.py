@@ -16,6 +16,13 @@ epoch ns, string labels, float metrics, null where absent):
 
 A step with no sample is no row: a gap stays no data (the frame builder's coverage rule),
 never zero. dcgm-exporter's blank values ("no value" written as huge numbers) are dropped.
+
+The GPU's memory size (`memory_total_bytes`) is the exporter's own where it has one
+(DCGM_FI_DEV_FB_TOTAL, nvidia_gpu_memory_total_bytes); where only used and free memory exist
+(dcgm-exporter's default counters: FB_USED, FB_FREE and FB_RESERVED) it is used + free +
+the driver's reserve, as DCGM computes FB_TOTAL (used + free without a reserve series: the
+memory applications can have). Used is the step's largest value and free its smallest, so
+the sum is exact within a step.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpulens.collect.dcgm.parse import FP64_BLANK_THRESHOLD, INT64_BLANK
 from gpulens.collect.prometheus.parse import Series
@@ -139,6 +147,7 @@ def build_tables(
             h_index = -1 if holder is None else holders.setdefault(holder, len(holders))
             parts.append((e_index, m_index, h_index, ts - step_ms, values))
     gpu, process = _pivot(parts, metrics, ent_labels, list(holders))
+    gpu = with_memory_total(gpu)
     return ReadingTables(gpu, process, node_queues=node_queues, skipped=skipped)
 
 
@@ -215,3 +224,19 @@ def _pivot(
         mem = np.full(len(rows), np.nan)
     pcols["process_memory_used_bytes"] = pa.array(mem, pa.float64(), mask=np.isnan(mem))
     return gpu, pa.table(pcols)
+
+
+def with_memory_total(gpu: pa.Table) -> pa.Table:
+    """`gpu` with `memory_total_bytes` = used + free (+ reserved, where known) where the
+    exporter gave no total (a row without used or free stays null: unknown, not 0)."""
+    names = gpu.column_names
+    if "memory_used_bytes" not in names or "memory_free_bytes" not in names:
+        return gpu
+    derived = pc.add(gpu["memory_used_bytes"], gpu["memory_free_bytes"])
+    if "memory_reserved_bytes" in names:
+        derived = pc.add(derived, pc.fill_null(gpu["memory_reserved_bytes"], 0.0))
+    if "memory_total_bytes" not in names:
+        return gpu.append_column("memory_total_bytes", derived)
+    index = names.index("memory_total_bytes")
+    merged = pc.coalesce(gpu["memory_total_bytes"], derived)
+    return gpu.set_column(index, "memory_total_bytes", merged)

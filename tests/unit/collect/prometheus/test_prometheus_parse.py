@@ -156,9 +156,29 @@ def test_tables_match_the_dcgm_page_parser(shared: Path, page: str) -> None:
             if metric in ref.values:
                 assert row[metric] == pytest.approx(ref.values[metric], rel=1e-12), metric
                 compared += 1
+            elif metric == "memory_total_bytes" and {
+                "memory_used_bytes",
+                "memory_free_bytes",
+            } <= set(ref.values):
+                # no FB_TOTAL on the page: the memory size is used + free + reserved, as
+                # DCGM computes FB_TOTAL (15,358 MiB for the Tesla T4 of the Ericsson page)
+                want = sum(
+                    ref.values.get(m, 0.0)
+                    for m in ("memory_used_bytes", "memory_free_bytes", "memory_reserved_bytes")
+                )
+                assert row[metric] == pytest.approx(want, rel=1e-12)
             else:
                 assert row.get(metric) is None, f"{metric} invented"
     assert compared >= 3
+
+
+def test_memory_size_from_used_free_and_reserved(shared: Path) -> None:
+    """The Ericsson page has FB_USED 5120, FB_FREE 9791 and FB_RESERVED 447 MiB and no
+    FB_TOTAL: the GPU's memory is their sum, the Tesla T4's 15,358 MiB as DCGM counts it."""
+    text = (shared / PAGES[0]).read_text()
+    (row,) = build_tables(_page_series(text, 120), 60, SeriesMap()).gpu.to_pylist()  # type: ignore[arg-type]
+    assert row["memory_total_bytes"] == (5120 + 9791 + 447) * 2**20
+    assert row["memory_reserved_bytes"] == 447 * 2**20
 
 
 def test_ericsson_page_under_load_keeps_the_gap_between_duty_and_useful_work(
