@@ -5,7 +5,8 @@ and records).
 1. The levels are the idle ladder's (`findings.idle_allocated.warn_minutes` and
    `act_minutes`, `session.idle_ladder_s`): the same setting drives the idle_allocated
    finding, the `gpulens rules` alert and this command.
-2. The last act level + 30 min of telemetry is read at a 60 s step, from a site's Prometheus
+2. The last act level + 20 min of telemetry is read at a 120 s step (a busy burst inside a
+   step still lifts its mean above idle), from a site's Prometheus
    (`app.prometheus.pulled`, downsampled on the server) or from the store, and classified with
    the report's states (`analyze.efficiency.classify`): idle_allocated is the same state the
    finding counts.
@@ -44,9 +45,9 @@ from gpulens.config import Config
 from gpulens.store.frames import gpu_intervals
 
 NS = 1_000_000_000
-STEP_S = 60.0
+STEP_S = 120.0
 #: telemetry read beyond the act level, so a spell that reached it is seen whole
-LOOKBACK_MARGIN_S = 1800.0
+LOOKBACK_MARGIN_S = 1200.0
 #: newer data than this is needed to call anything idle now
 STALE_S = 300.0
 
