@@ -163,7 +163,7 @@ def select(job: JobRecord, tables: ReadingTables) -> tuple[ReadingTables, list[s
                 strict=True,
             )
         )
-        if node in job.gpu_indices:
+        if node in job.gpu_indices and any(i is not None for _, i in pairs):
             wanted = {str(i) for i in job.gpu_indices[node]}
             chosen = {u for u, i in pairs if i in wanted}
             how = f"GPU indices {','.join(sorted(wanted, key=int))} from the scheduler"

@@ -225,6 +225,18 @@ def _pods(doc: Any) -> Iterator[Mapping[str, Any]]:
             yield from _pods(item)
 
 
+def _slurm_ids(job: Mapping[str, Any]) -> set[str]:
+    """The ids a Slurm job answers to: its own, and ``ARRAYID_TASK`` for an array task."""
+    ids = {str(job.get("job_id", ""))}
+    raw = job.get("array")
+    array: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    parent = number(array.get("job_id", job.get("array_job_id")))
+    task = number(array.get("task_id", job.get("array_task_id")))
+    if parent and task is not None:
+        ids.add(f"{parent:.0f}_{task:.0f}")
+    return ids
+
+
 def find_job(docs: Sequence[Any], job_id: str, source: str) -> JobRecord:
     """The job `job_id` in decoded Slurm JSON or Kubernetes documents (a pod by
     ``namespace/name`` or by its name alone when that is unique). A Slurm job that was
@@ -234,7 +246,7 @@ def find_job(docs: Sequence[Any], job_id: str, source: str) -> JobRecord:
     for doc in docs:
         if isinstance(doc, Mapping) and isinstance(doc.get("jobs"), list):
             for job in doc["jobs"]:
-                if isinstance(job, Mapping) and str(job.get("job_id", "")) == job_id:
+                if isinstance(job, Mapping) and job_id in _slurm_ids(job):
                     found.append(slurm_record(job, source))
             continue
         for pod in _pods(doc):

@@ -88,6 +88,23 @@ def test_unknown_job_is_one_clear_error(shared: Path) -> None:
         read_job(path.with_name("missing.json"), "1")
 
 
+def test_array_tasks_answer_to_their_array_id(shared: Path) -> None:
+    """An array task is asked for as ARRAYID_TASK (sacct and squeue shapes)."""
+
+    def load(name: str) -> dict:
+        return dict(json.loads((shared / SLURM / "25.11/0.0.44" / name).read_bytes()))
+
+    sacct = load("slurmdb-job-gpus-completed.json")
+    sacct["jobs"][0]["array"].update(job_id=5140, task_id={"set": True, "number": 3})
+    assert find_job([sacct], "5140_3", "sacct").job_id == "5141"
+    squeue = load("slurm-job-gpus-running.json")
+    squeue["jobs"][0]["array_job_id"]["number"] = 5550
+    squeue["jobs"][0]["array_task_id"] = {"set": True, "infinite": False, "number": 0}
+    assert find_job([squeue], "5550_0", "squeue").job_id == "5557"
+    with pytest.raises(JobNotFound):  # no array: array_job_id 0
+        find_job([load("slurm-job-gpus-running.json")], "0_0", "squeue")
+
+
 def test_hostlists() -> None:
     assert expand_hostlist("gpu[1-2]") == ["gpu1", "gpu2"]
     assert expand_hostlist("cn[01-03,7],gpu1") == ["cn01", "cn02", "cn03", "cn7", "gpu1"]
