@@ -5,6 +5,7 @@ app/enforce.py's; this module renders its outcomes (terminal lines or JSON)."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -76,10 +77,10 @@ def render_terminal(doc: dict[str, Any]) -> str:
             who = f"GPU {s['gpu']}"
         tag = "exempt" if a["exempt"] else a["level"].upper()
         ran = f" -> exit {a['exit_code']}" if a["ran"] else ""
-        command = " ".join(a["command"]) if a["command"] else "-"
+        command = shlex.join(a["command"]) if a["command"] else "-"
         lines.append(
             f"{tag:6} {who} ({s['user'] or 'unknown user'} on {s['host'] or '?'}): "
-            f"idle {a['idle_minutes']:g} min; {a['reason']}; command: {command}{ran}"
+            f"{a['reason']}; command: {command}{ran}"
         )
     lines += [f"note: {n}" for n in doc["notes"]]
     return "\n".join(lines) + "\n"
