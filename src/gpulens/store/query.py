@@ -18,11 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError
@@ -30,6 +29,9 @@ from gpulens.model import Kind
 from gpulens.store.layout import LiveFiles, corrupt_file_error, read_footer_meta, read_metadata
 from gpulens.store.location import ObjectPath, StorePath, open_location, parallel_map
 from gpulens.store.schema import DATE, empty_schema
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as pads
 
 Params = Sequence[object] | Mapping[str, object] | None
 
@@ -186,7 +188,13 @@ class Store:
     def _dataset(self, kind: Kind, files: list[ObjectPath]) -> pads.Dataset:
         """The files of `kind` in an object store as one pyarrow dataset: columns unified by
         name (a float32 file's column widened where another file has float64), `date` from
-        the hive partition. Each file's schema is read once (files never change)."""
+        the hive partition. Each file's schema is read once (files never change).
+
+        pyarrow.dataset is imported here, for object stores only: importing it loads pandas
+        where that is installed (~40 MB that a local store's readers and the agent need not
+        hold)."""
+        import pyarrow.dataset as pads
+
         unread = [f for f in files if f not in self._schemas]
         for f, schema in zip(unread, parallel_map(_read_schema, unread), strict=True):
             self._schemas[f] = schema
