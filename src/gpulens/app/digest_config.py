@@ -8,6 +8,7 @@ port = 587                  # default 587 with STARTTLS, 25 without
 starttls = true
 user = "gpulens"            # or GPULENS_SMTP_USER
 password_env = "GPULENS_SMTP_PASSWORD"   # the variable holding the password (the default)
+password_file = "/etc/gpulens/smtp-password"  # or a file holding it (when the variable is unset)
 from = "gpulens@example.org"
 ca_file = "/etc/ssl/site-ca.pem"         # optional: a CA to trust for STARTTLS
 
@@ -147,8 +148,20 @@ def _smtp(table: Any, path: str, env: Mapping[str, str]) -> Smtp | None:
     user = env.get("GPULENS_SMTP_USER") or _str(table, "user", path, "smtp")
     secret = _str(table, "password_env", path, "smtp") or "GPULENS_SMTP_PASSWORD"
     password = env.get(secret)
+    password_file = _str(table, "password_file", path, "smtp")
+    if not password and password_file:
+        try:
+            password = Path(password_file).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise _bad(
+                path, "smtp", f"password_file = {password_file!r}: cannot read it ({exc.strerror})"
+            ) from None
     if user and not password:
-        raise _bad(path, "smtp", f"user {user!r} is set but ${secret} holds no password")
+        raise _bad(
+            path,
+            "smtp",
+            f"user {user!r} is set but ${secret} holds no password (and no password_file)",
+        )
     ca_file = _str(table, "ca_file", path, "smtp")
     if ca_file is not None and not Path(ca_file).expanduser().is_file():
         raise _bad(path, "smtp", f"ca_file = {ca_file!r} is not a file")

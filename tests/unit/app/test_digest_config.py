@@ -67,6 +67,17 @@ def test_bad_entries_are_one_clear_error(text: str, env: dict[str, str], message
         parse_recipients(tomllib.loads(text), "d.toml", env=env)
 
 
+def test_password_from_a_file_when_the_variable_is_unset(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("from-file\n", encoding="utf-8")
+    text = f'[smtp]\nhost = "h"\nfrom = "a@b"\nuser = "u"\npassword_file = "{secret}"\n'
+    who = parse_recipients(tomllib.loads(text), "d.toml", env={})
+    assert who.smtp is not None and who.smtp.password == "from-file"
+    env = {"GPULENS_SMTP_PASSWORD": "from-env"}
+    smtp = parse_recipients(tomllib.loads(text), "d.toml", env=env).smtp
+    assert smtp is not None and smtp.password == "from-env"
+
+
 def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read it"):
         load_recipients(tmp_path / "missing.toml")
