@@ -1,21 +1,32 @@
 """`gpulens fleet --forecast 7d --plans`: the capacity forecast, the off-peak plan and the
 consolidation plan over the fleet view's queue × step grid (the analysis is
 analyze/cluster/forecast.py, offpeak.py and consolidation.py; quotas are in app/fleet.py,
-as the fleet rules read them)."""
+as the fleet rules read them).
+
+`gpulens report --plans [--forecast 7d]` (on a store, or `--prometheus`) gets the same plans
+from `report_plans`: the grid is the GPU readings' own sequence (GPUs reporting and held per
+queue, `fleet_usage.readings_sequence`), or Kueue's ClusterQueues where Prometheus has them;
+the consolidation plan is of the jobs in the readings."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpulens.analyze.cluster.consolidation import ConsolidationPlan, consolidation_plan
 from gpulens.analyze.cluster.forecast import CapacityForecast, capacity_forecast, demand_of
+from gpulens.analyze.cluster.grid import to_grid
 from gpulens.analyze.cluster.offpeak import OffPeakPlan, off_peak_plan
 from gpulens.app.fleet import FleetView
+from gpulens.config import Config
 from gpulens.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _HORIZON = re.compile(r"^(\d+)\s*([hdw])$")
 _HOURS = {"h": 1, "d": 24, "w": 168}
@@ -72,6 +83,12 @@ def run_plans(
                 offpeak = off_peak_plan(demand, grid.start_s, grid.step_s, batch_queues or None)
             except ValueError as exc:
                 raise ConfigError(f"--batch-queue: {exc}") from None
+            if offpeak.weeks < 1:
+                notes.append(
+                    f"off-peak plan over {offpeak.weeks * 7:.1f} days of history: the hours of "
+                    "the week without data are left out of the heat map and are no room to move "
+                    "work into; a week or more gives the whole week"
+                )
             if not batch_queues:
                 notes.append(
                     "off-peak plan: every queue counted as batch (an upper bound); name the "
@@ -97,3 +114,71 @@ def run_plans(
                 "--prometheus)"
             )
     return FleetPlans(forecast, offpeak, consolidation, notes)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """What `report --plans/--forecast/--batch-queue` asked for: the forecast's horizon
+    (None: no forecast), the off-peak and consolidation plans, the batch queues."""
+
+    forecast_hours: int | None = None
+    plans: bool = True
+    batch_queues: tuple[str, ...] = ()
+
+
+def plan_request(
+    forecast: str | None, plans: bool, batch_queues: Sequence[str]
+) -> PlanRequest | None:
+    """The request of the command-line flags (None when none asks for a plan)."""
+    hours = parse_horizon(forecast) if forecast is not None else None
+    if hours is None and not plans and not batch_queues:
+        return None
+    return PlanRequest(hours, plans or bool(batch_queues), tuple(batch_queues))
+
+
+def report_plans(
+    cfg: Config,
+    request: PlanRequest,
+    node_queues: Mapping[str, str] | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    kueue: pa.Table | None = None,
+) -> FleetPlans:
+    """The plans of `gpulens report` over the store of `cfg` (for `--prometheus`, the range's
+    temporary store): the GPU readings per queue (node → queue from `node_queues`), or
+    `kueue`'s sequence when it has rows. A forecast the history cannot support is a note,
+    not an error: the report stands without it."""
+    from gpulens.app.fleet_usage import usage
+
+    used = usage(cfg, node_queues or {}, start_ns, end_ns)
+    if used is None:
+        return FleetPlans(notes=["plans: no GPU readings in this window"])
+    notes: list[str] = []
+    if kueue is not None and kueue.num_rows:
+        sequence = kueue
+        notes.append("plans: demand per Kueue ClusterQueue (quota and usage)")
+    else:
+        assert used.sequence is not None
+        sequence = used.sequence
+        notes.append(
+            "plans: demand is the GPUs held per queue in the GPU readings (a job or pod label "
+            "on the series); pending demand is unknown there, so demand is a lower bound: "
+            "`gpulens fleet` adds a scheduler source (--jobs, --slurm, --k8s)"
+        )
+    try:
+        grid = to_grid(sequence)
+    except ValueError as exc:
+        return FleetPlans(notes=[f"plans: {exc}"])
+    view = FleetView(
+        summary=None, findings=[], fragmentation=(), held_by_user={}, held_by_team={},
+        nodes=[], sources=[], notes=[], usage=used, grid=grid,
+    )  # fmt: skip
+    hours = request.forecast_hours
+    try:
+        got = run_plans(view, hours, request.plans, request.batch_queues)
+    except ConfigError as exc:
+        if hours is None or not str(exc).startswith("--forecast"):
+            raise
+        got = run_plans(view, None, request.plans, request.batch_queues)
+        notes.append(f"no forecast: {str(exc).removeprefix('--forecast: ')}")
+    return FleetPlans(got.forecast, got.offpeak, got.consolidation, [*notes, *got.notes])

@@ -21,6 +21,7 @@ from gpulens.analyze import rollups
 from gpulens.analyze.cluster.consolidation import JobLoad, job_loads
 from gpulens.app import session
 from gpulens.app.analysis import UNMAPPED_QUEUE, auto_step, with_queues
+from gpulens.cluster_schema import IN_USE, PENDING, QUEUE, SEQUENCE_SCHEMA, TOTAL, TS
 from gpulens.config import Config
 from gpulens.findings.context import IDLE_RULE
 from gpulens.findings.engine import build_context, run_rules
@@ -57,6 +58,37 @@ class UsageView:
     idle_allocated: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     job_loads: list[JobLoad] = field(default_factory=list)  # for the consolidation plan
+    #: the cluster sequence of the GPU readings (gpulens.cluster_schema): per queue and step,
+    #: GPUs reporting (total) and held (in use), pending unknown (the plans' demand)
+    sequence: pa.Table | None = None
+
+
+def readings_sequence(frame: pa.Table, step_s: float) -> pa.Table:
+    """The cluster sequence of an annotated interval frame with a `queue` column: per queue
+    and step, GPUs reporting (covered time ÷ step) and GPUs held (allocated time ÷ step);
+    pending demand null (the GPU readings do not say what waits)."""
+    if frame.num_rows == 0:
+        return SEQUENCE_SCHEMA.empty_table()
+    t = pa.table(
+        {
+            TS: pc.divide(frame["start_ns"], NS),
+            QUEUE: pc.cast(frame["queue"], pa.string()),
+            TOTAL: pc.divide(pc.cast(frame["covered_s"], pa.float64()), step_s),
+            IN_USE: pc.divide(pc.cast(frame["allocated_s"], pa.float64()), step_s),
+        }
+    )
+    grouped = t.group_by([TS, QUEUE]).aggregate([(TOTAL, "sum"), (IN_USE, "sum")])
+    out = pa.table(
+        {
+            TS: pc.cast(grouped[TS], pa.int64()),
+            QUEUE: grouped[QUEUE],
+            TOTAL: grouped[f"{TOTAL}_sum"],
+            IN_USE: grouped[f"{IN_USE}_sum"],
+            PENDING: pa.nulls(grouped.num_rows, pa.float64()),
+        },
+        schema=SEQUENCE_SCHEMA,
+    )
+    return out.sort_by([(QUEUE, "ascending"), (TS, "ascending")])
 
 
 def _rows(table: pa.Table, key: str) -> list[dict[str, Any]]:
@@ -112,6 +144,7 @@ def usage(
         by_user=_rows(rollups.rollup(annotated, "user", prices=prices, region=region), "user"),
         idle_allocated=run_rules(ctx, only=[IDLE_RULE]),
         job_loads=job_loads(annotated),
+        sequence=readings_sequence(annotated, step_s),
     )
     if any(r["queue"] == UNMAPPED for r in view.by_queue):
         view.notes.append(

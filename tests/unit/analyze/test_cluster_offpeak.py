@@ -49,3 +49,14 @@ def test_level_bisection_balances_need_and_room() -> None:
 def test_unknown_batch_queue_is_named() -> None:
     with pytest.raises(ValueError, match="nightly"):
         off_peak_plan({"a": np.ones(10)}, MONDAY, 3600, batch_queues=["nightly"])
+
+
+def test_hours_without_data_are_no_room() -> None:
+    """Two hours of data (8 then 6 GPUs, all batch): the work can only move within those two
+    hours, to a level of 7 GPUs, not into the 166 hours nobody saw."""
+    start = 1_764_374_400  # a Saturday 00:00 UTC
+    plan = off_peak_plan({"train": np.array([8.0, 6.0])}, start, 3600)
+    assert plan.level_gpus == pytest.approx(7.0, abs=1e-6)
+    assert plan.peak_freed_gpus == pytest.approx(1.0, abs=1e-6)
+    assert plan.movable_gpu_hours == pytest.approx(1.0, abs=1e-6)
+    assert plan.quiet_hours == ((5, 1),)

@@ -62,8 +62,13 @@ def _room(level: float, d: np.ndarray) -> float:
 
 
 def lowest_level(demand: np.ndarray, batch: np.ndarray, iterations: int = 60) -> float:
-    """The lowest peak L reachable by moving batch demand into the hours below L."""
-    d, b = np.nan_to_num(demand), np.minimum(np.nan_to_num(batch), np.nan_to_num(demand))
+    """The lowest peak L reachable by moving batch demand into the hours below L. Hours
+    without data are no room to move into (unknown, not empty)."""
+    known = ~np.isnan(np.asarray(demand, dtype=np.float64))
+    if not known.any():
+        return float("nan")
+    d = np.asarray(demand, dtype=np.float64)[known]
+    b = np.minimum(np.nan_to_num(np.asarray(batch, dtype=np.float64)[known]), d)
     lo, hi = float(np.max(d - b)), float(np.max(d))
     if _need(lo, d, b) <= _room(lo, d):
         return lo

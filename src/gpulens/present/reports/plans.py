@@ -10,6 +10,7 @@ baseline_mase, baseline, validation_mase, window_hours, level, queues}`, `offpea
 from __future__ import annotations
 
 import html
+import json
 import math
 from datetime import UTC, datetime
 from typing import Any
@@ -298,3 +299,20 @@ def render_html(plans: FleetPlans | None, quotas: QuotaReport | None) -> str:
         if rows:
             body.append(html_table(headers, rows))
     return "".join(body)
+
+
+def with_report_plans(text: str, fmt: str, plans: FleetPlans) -> str:
+    """`gpulens report`'s output (present/reports/fleet.py) with the plans: a `plans` key in
+    JSON (the keys of `plans_dict`), a "Plans" part after the report in the other formats."""
+    if fmt == "json":
+        from gpulens.present.reports.fleet import dumps
+
+        doc = json.loads(text)
+        doc["plans"] = plans_dict(plans, None)
+        return dumps(doc)
+    if fmt == "html":
+        part = f"<h1>Plans</h1>{render_html(plans, None)}</body>"
+        return text.replace("</body>", part, 1)
+    if fmt == "markdown":
+        return f"{text.rstrip()}\n\n# Plans\n\n{render_markdown(plans, None)}"
+    return f"{text.rstrip()}\n\nPlans\n=====\n{render_terminal(plans, None).lstrip()}"
