@@ -758,5 +758,13 @@ def main() -> None:
         sys.exit(70)
 
 
-from gpulens.present import cli_alerts, cli_digest, cli_enforce, cli_fleet, cli_live  # noqa: E402, F401  (register alerts, digest, enforce, fleet; agent, top, rules)
-from gpulens.present import cli_profile  # noqa: E402, F401  (register profile)
+# register the commands of these modules: alerts, digest, enforce, fleet; agent, top, rules;
+# profile
+from gpulens.present import (  # noqa: E402
+    cli_alerts,  # noqa: F401
+    cli_digest,  # noqa: F401
+    cli_enforce,  # noqa: F401
+    cli_fleet,  # noqa: F401
+    cli_live,  # noqa: F401
+    cli_profile,  # noqa: F401
+)
