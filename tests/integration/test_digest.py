@@ -307,6 +307,9 @@ webhook = {{ url = "{hook}/teams-nlp", format = "teams" }}
     slack = [b for p, b in _Hook.bodies if p == "/slack"]
     alice = next(b for b in slack if "User alice" in b["text"])
     assert f"{_idle('alice', -1) * h.PRICE:.2f} USD" in alice["text"]
+    # chat renders no Markdown table: the figures come as a fixed-width block
+    assert "```" in alice["text"] and "|---|" not in alice["text"]
+    assert "Fix: " in alice["text"]
 
 
 def test_bad_recipients_file_is_one_clear_error(store: Path, tmp_path: Path) -> None:

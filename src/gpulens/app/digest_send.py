@@ -19,11 +19,13 @@ from gpulens.app.digest_config import Smtp, Webhook
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One card, rendered: a subject line, plain text (Markdown) and HTML."""
+    """One card, rendered: a subject line, plain text (Markdown), HTML, and the text of a
+    chat message (no tables; the plain text when empty)."""
 
     subject: str
     text: str
     html: str
+    chat: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,15 +90,16 @@ def _why(exc: BaseException) -> str:
 
 def payload(message: Message, fmt: str) -> dict[str, Any]:
     """The webhook body: Slack's ``{"text"}`` (mrkdwn) or a Teams MessageCard."""
+    text = message.chat or message.text
     if fmt == "teams":
         return {
             "@type": "MessageCard",
             "@context": "https://schema.org/extensions",
             "summary": message.subject,
             "title": message.subject,
-            "text": message.text,
+            "text": text,
         }
-    return {"text": f"*{message.subject}*\n{message.text}"}
+    return {"text": f"*{message.subject}*\n{text}"}
 
 
 def post_webhook(

@@ -119,7 +119,9 @@ def digest(
     for card in cards:
         if card.kind == "fleet":
             continue
-        message = Message(render.subject(card), render.markdown(card), render.html_page(card))
+        message = Message(
+            render.subject(card), render.markdown(card), render.html_page(card), render.chat(card)
+        )
         to = who.of(card.kind, card.name)
         name = f"{card.kind} {card.name}"
         if to.email and who.smtp is not None:

@@ -89,6 +89,27 @@ def markdown(card: Card) -> str:
     return "\n".join(lines) + "\n"
 
 
+def chat(card: Card) -> str:
+    """The card for a chat message (Slack mrkdwn, Teams): no Markdown table, which neither
+    renders: the figures as a fixed-width block."""
+    headers, rows = _table(card)
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    block = []
+    for row in [headers, *rows]:
+        cells = enumerate(zip(row, widths, strict=True))
+        block.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in cells))
+    lines = [f"• {v}" for v in card.verdicts]
+    lines += ["```", *block, "```"]
+    for i, f in enumerate(card.findings, 1):
+        cost = money(f.cost, card.currency)
+        lines.append(
+            f"{i}. *{f.rule_id}* ({number(f.wasted_gpu_hours)} GPU-h, {cost}): {f.summary}"
+        )
+        if f.recommendation:
+            lines.append(f"    Fix: {f.recommendation}")
+    return "\n".join(lines) + "\n"
+
+
 def html_page(card: Card) -> str:
     """The card as a self-contained HTML page."""
     headers, rows = _table(card)
