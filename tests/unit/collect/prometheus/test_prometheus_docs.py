@@ -17,7 +17,8 @@ def test_every_label_and_series_family_is_documented() -> None:
     missing += [
         f"series {s.name}"
         for s in SERIES.values()
-        if s.family in ("nvidia_gpu_exporter", "slurm_job_exporter") and f"`{s.name}`" not in text
+        if s.family in ("nvidia_gpu_exporter", "nvidia_smi_exporter", "slurm_job_exporter")
+        and f"`{s.name}`" not in text
     ]
     missing += [f"series {name}" for name in (*KUEUE, *KUBE_STATE) if f"`{name}`" not in text]
     assert not missing, f"undocumented in {DOC.name}: {missing}"
