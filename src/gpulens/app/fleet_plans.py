@@ -105,7 +105,7 @@ def run_plans(
                 f"consolidation plan: {consolidation.jobs_unknown} of {len(jobs)} jobs lack SM "
                 "activity, peak memory or the GPU's memory size in the GPU series, so no MIG or "
                 "sharing move is proposed for them (dcgm-exporter: DCGM_FI_PROF_SM_ACTIVE, "
-                "DCGM_FI_DEV_FB_USED and DCGM_FI_DEV_FB_TOTAL)"
+                "DCGM_FI_DEV_FB_USED, and DCGM_FI_DEV_FB_TOTAL or DCGM_FI_DEV_FB_FREE)"
             )
         if view.usage is None:
             notes.append(
