@@ -179,8 +179,13 @@ def test_running_job_on_one_gpu_is_reported_up_to_now(prom: str, shared: Path) -
     view = job_range.report(load_config(), prom, job, now * NS)
     doc = _json(view)
     assert doc["step_s"] == 60
-    _check_gpus(doc, [("gpu1", 0)], _steps(1_762_783_613, now, 60) * 60 / 3600)
+    steps = _steps(1_762_783_613, now, 60)
+    _check_gpus(doc, [("gpu1", 0)], steps * 60 / 3600)
     assert any("still running" in n for n in doc["notes"])
+    # only the job's node was read: its 4 GPUs × 5 series × the steps, not gpu2's as well
+    read = next(n for n in doc["notes"] if n.startswith("read from"))
+    assert f": {4 * 5 * steps:,} points at a 60 s step" in read, read
+    assert any(n.startswith("read only the job's nodes: Hostname=~\"(gpu1)") for n in doc["notes"])
 
 
 def test_multi_node_job_matches_hosts_by_short_name(prom: str, shared: Path) -> None:
@@ -191,6 +196,18 @@ def test_multi_node_job_matches_hosts_by_short_name(prom: str, shared: Path) -> 
     doc = _json(job_range.report(load_config(), prom, job, now * NS))
     held = [(n, i) for n in ("gpu1", "gpu2") for i in range(4)]
     _check_gpus(doc, held, _steps(1_762_788_040, now, 60) * 60 / 3600)
+
+
+def test_series_with_another_host_label_are_read_whole(prom: str, shared: Path) -> None:
+    """A site whose series name the host by another label than the one the read is narrowed
+    on (prometheus.labels host=instance|Hostname): nothing matches the narrowed read, so every
+    node is read and the job's GPUs are still found."""
+    job = read_job(shared / SLURM / "25.11/0.0.44/slurm-job-gpus-multi-types.json", "4716")
+    cfg = load_config(overrides={"prometheus.labels": ["host=instance|Hostname"]})
+    now = 1_762_783_613 + 3600
+    doc = _json(job_range.report(cfg, prom, job, now * NS))
+    _check_gpus(doc, [("gpu1", 0)], _steps(1_762_783_613, now, 60) * 60 / 3600)
+    assert not any(n.startswith("read only the job's nodes") for n in doc["notes"])
 
 
 def test_old_sacct_job_found_by_its_series_label_and_idle(prom: str, shared: Path) -> None:

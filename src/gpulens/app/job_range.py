@@ -22,8 +22,9 @@ none of whose nodes are in the series are each one clear error.
 from __future__ import annotations
 
 import math
+import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +45,7 @@ from gpulens.collect.scheduler.job_lookup import (
 )
 from gpulens.config import Config
 from gpulens.errors import CollectError, ConfigError
+from gpulens.series_catalog import SeriesMap
 
 NS = 1_000_000_000
 #: steps a job report may use, largest first; it takes the largest giving >= MIN_STEPS
@@ -240,6 +242,29 @@ def keep_job(job: JobRecord) -> Callable[[PromRange], list[str]]:
     return reshape
 
 
+def host_selector(label: str, nodes: Sequence[str]) -> str:
+    """A PromQL matcher for the series of `nodes` on `label`: the name, its FQDN, with a port
+    (``Hostname=~"(gpu1|gpu2)([.:].*)?"``)."""
+    names = "|".join(re.escape(n).replace("\\", "\\\\") for n in nodes)
+    return f'{label}=~"({names})([.:].*)?"'
+
+
+def narrowed(cfg: Config, job: JobRecord) -> Config | None:
+    """`cfg` with the Prometheus selector narrowed to the job's nodes on the first host label
+    the series map names (None when the job has no node)."""
+    if not job.nodes:
+        return None
+    mapping = SeriesMap().with_overrides(
+        labels=cfg.get("prometheus.labels"),
+        series=cfg.get("prometheus.series"),
+        team_label=cfg.get("prometheus.team_label"),
+    )
+    label = mapping.labels["host"][0]
+    site = cfg.get("prometheus.selector") or ""
+    selector = ",".join(p for p in (site, host_selector(label, job.nodes)) if p)
+    return Config({**cfg.values, "prometheus.selector": selector}, cfg.sources)
+
+
 def report(
     cfg: Config,
     url: str | None,
@@ -254,16 +279,29 @@ def report(
             "submit line name none): there is no GPU work to report"
         )
     start, end, step = job_window(job, now_ns / NS, step_s)
-    view = prometheus.report(
-        cfg,
-        url,
-        round(start * NS),
-        round(end * NS),
-        now_ns,
-        scope={"job_id": job.job_id},
-        step_s=step,
-        reshape=keep_job(job),
-    )
+
+    def read(settings: Config) -> ReportView:
+        return prometheus.report(
+            settings,
+            url,
+            round(start * NS),
+            round(end * NS),
+            now_ns,
+            scope={"job_id": job.job_id},
+            step_s=step,
+            reshape=keep_job(job),
+        )
+
+    narrow = narrowed(cfg, job)
+    try:
+        view = read(narrow) if narrow is not None else read(cfg)
+    except CollectError:
+        if narrow is None:
+            raise
+        view = read(cfg)  # the series name their host by another label: read every node
+    else:
+        if narrow is not None:
+            view.notes.append(f"read only the job's nodes: {narrow.get('prometheus.selector')}")
     extra = {"user": job.user, "team": job.team, "partition": job.partition, "qos": job.qos}
     view.scope.update({k: v for k, v in extra.items() if v})
     view.scope["nodes"] = ",".join(job.nodes)
