@@ -3,7 +3,8 @@ loopback, fire on an idle GPU; Prometheus sends the alert to Debian's Alertmanag
 posts it to `gpulens alerts receive`. The alert that arrives names the job, the user, the GPU
 and the node.
 
-The series are the agent's (`gpulens_gpu_state`, one 0/1 series per state), served by a small
+The series are the agent's (`gpulens_gpu_state`, one 0/1 series per state), or
+dcgm-exporter's (`gpulens rules --dcgm`: memory held with GPU_UTIL at 0), served by a small
 exporter in the test: GPU 0 of node-a idle while job 4242 of alice holds it, GPU 1 working.
 The idle alert's `for:` is 2 s (`gpulens rules --idle-for 2s`) and every interval is 1 s, so
 the alert arrives within seconds."""
@@ -37,14 +38,10 @@ BUSY_UUID = "GPU-5d3c0a1e-0001-4000-8000-000000000000"
 STATES = ("idle_allocated", "compute_tensor")
 
 
-def _page() -> bytes:
-    lines = [
-        "# HELP gpulens_gpu_state 1 for the GPU's current state",
-        "# TYPE gpulens_gpu_state gauge",
-    ]
-    gpus = ((IDLE_UUID, "0", "4242", "alice", "idle_allocated"),
-            (BUSY_UUID, "1", "4243", "bob", "compute_tensor"))  # fmt: skip
-    for uuid, gpu, job, user, now in gpus:
+def _agent_page() -> bytes:
+    """The agent's series: one 0/1 `gpulens_gpu_state` series per state."""
+    lines = ["# TYPE gpulens_gpu_state gauge"]
+    for uuid, gpu, job, user, now in _GPUS:
         for state in STATES:
             labels = (f'gpu="{gpu}",UUID="{uuid}",Hostname="node-a",modelName="NVIDIA H100",'
                       f'job_id="{job}",user="{user}",state="{state}"')  # fmt: skip
@@ -52,9 +49,29 @@ def _page() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-@pytest.fixture
-def exporter() -> Iterator[str]:
-    body = _page()
+def _dcgm_page() -> bytes:
+    """dcgm-exporter's series on a Slurm node (`hpc_job`; `user` added by the site)."""
+    lines = []
+    for family, idle, busy in (("DCGM_FI_DEV_FB_USED", 20480, 40960),
+                               ("DCGM_FI_DEV_GPU_UTIL", 0, 95)):  # fmt: skip
+        lines.append(f"# TYPE {family} gauge")
+        for uuid, gpu, job, user, now in _GPUS:
+            labels = (f'gpu="{gpu}",UUID="{uuid}",Hostname="node-a",modelName="NVIDIA H100",'
+                      f'hpc_job="{job}",user="{user}"')  # fmt: skip
+            lines.append(f"{family}{{{labels}}} {idle if now == 'idle_allocated' else busy}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+_GPUS = ((IDLE_UUID, "0", "4242", "alice", "idle_allocated"),
+         (BUSY_UUID, "1", "4243", "bob", "compute_tensor"))  # fmt: skip
+PAGES = {"agent": (_agent_page, [], "gpulens.rules.yml"),
+         "dcgm": (_dcgm_page, ["--dcgm"], "gpulens-dcgm.rules.yml")}  # fmt: skip
+
+
+@pytest.fixture(params=sorted(PAGES))
+def exporter(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    kind = request.param
+    body = PAGES[kind][0]()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -70,7 +87,7 @@ def exporter() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
+    yield kind, f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
 
@@ -100,15 +117,18 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def test_idle_gpu_alert_reaches_the_receiver_through_alertmanager(
-    tmp_path: Path, exporter: str
+    tmp_path: Path, exporter: tuple[str, str]
 ) -> None:
+    kind, target = exporter
+    _page, flags, rules_name = PAGES[kind]
     rules_dir = tmp_path / "rules"
     made = subprocess.run(
-        [sys.executable, "-m", "gpulens", "rules", "-o", str(rules_dir), "--idle-for", "2s"],
+        [sys.executable, "-m", "gpulens", "rules", "-o", str(rules_dir), "--idle-for", "2s",
+         *flags],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    rules_file = rules_dir / "gpulens.rules.yml"
+    rules_file = rules_dir / rules_name
     assert "for: 2s" in rules_file.read_text()
 
     received = tmp_path / "alerts.jsonl"
@@ -144,7 +164,7 @@ def test_idle_gpu_alert_reaches_the_receiver_through_alertmanager(
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(rules_file)],
             "scrape_configs": [
-                {"job_name": "gpulens", "static_configs": [{"targets": [exporter]}]}],
+                {"job_name": "gpulens", "static_configs": [{"targets": [target]}]}],
             "alerting": {"alertmanagers": [
                 {"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
         }  # fmt: skip
@@ -161,7 +181,7 @@ def test_idle_gpu_alert_reaches_the_receiver_through_alertmanager(
         "4242", "alice", IDLE_UUID, "node-a",
     )  # fmt: skip
     assert alert["rule_id"] == "idle_allocated" and alert["severity"] == "warning"
-    assert "node-a" in alert["summary"] and "4242" in alert["summary"]
+    assert "node-a" in alert["summary"] and "job 4242 of alice" in alert["summary"]
     # the working GPU raised no idle alert
     assert all(a["gpu"] != BUSY_UUID for a in idle)
 

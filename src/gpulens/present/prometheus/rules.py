@@ -274,7 +274,13 @@ GPU_UTIL, FB_FREE, FB_USED = 203, 251, 252
 POWER_VIOLATION, THERMAL_VIOLATION = 240, 241
 GR_ENGINE_ACTIVE, SM_ACTIVE, TENSOR_ACTIVE = 1001, 1002, 1004
 FP64_ACTIVE, FP32_ACTIVE, FP16_ACTIVE = 1006, 1007, 1008
-_DCGM_WHO = "pod {{ $labels.namespace }}/{{ $labels.pod }}"
+#: who holds a GPU on dcgm-exporter's labels: a Slurm job (`hpc_job`, with the `user` a site's
+#: relabelling may add), else a Kubernetes pod
+_DCGM_WHO = (
+    "{{ if $labels.hpc_job }}job {{ $labels.hpc_job }}"
+    "{{ if $labels.user }} of {{ $labels.user }}{{ end }}"
+    "{{ else }}pod {{ $labels.namespace }}/{{ $labels.pod }}{{ end }}"
+)
 
 
 def dcgm_groups(idle_for: str = DEFAULT_IDLE_FOR) -> list[Group]:
