@@ -27,7 +27,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpulens.app import job_range
-from gpulens.collect.scheduler.job_lookup import read_job
+from gpulens.collect.scheduler.job_lookup import find_job, read_job
 from gpulens.config import load_config
 from gpulens.errors import CollectError
 from promdata import PROMETHEUS, PROMTOOL, Prometheus
@@ -266,3 +266,25 @@ def test_kubernetes_pod_after_it_ended(prom: str, shared: Path, tmp_path: Path) 
     assert doc["step_s"] == 60
     _check_gpus(doc, [("node-a", 1)], 2.5)
     assert doc["scope"]["team"] == "default"
+
+
+def test_pod_on_a_node_the_series_name_otherwise(prom: str, shared: Path) -> None:
+    """dcgm-exporter in a pod names the host after itself, not the node: no host matches the
+    pod's nodeName, so its GPU is the one whose series carry its pod and namespace."""
+    yaml = pytest.importorskip("yaml")
+    manifest = "data/scheduler/NVIDIA_KAI-Scheduler/examples/quickstart/pods/gpu-pod.yaml"
+    pod = yaml.safe_load((shared / manifest).read_text())
+    pod["spec"]["nodeName"] = "worker-7"
+    pod["status"] = {
+        "phase": "Failed",
+        "startTime": "2026-11-30T10:00:00Z",
+        "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-11-30T11:00:00Z"}}}],
+    }
+    job = find_job([pod], "gpu-pod", "pods.yaml")
+    doc = _json(job_range.report(load_config(), prom, job, 1_800_000_000 * NS))
+    _check_gpus(doc, [("node-a", 1)], 1.0)
+    assert any("no series host is named as the scheduler names" in n for n in doc["notes"])
+    other = find_job([{**pod, "metadata": {**pod["metadata"], "namespace": "elsewhere"}}],
+                     "elsewhere/gpu-pod", "pods.yaml")  # fmt: skip
+    with pytest.raises(CollectError, match="no series carries its id"):
+        job_range.report(load_config(), prom, other, 1_800_000_000 * NS)

@@ -142,18 +142,26 @@ def select(job: JobRecord, tables: ReadingTables) -> tuple[ReadingTables, list[s
     hosts, uuids, indices = _text(gpu, "host"), _text(gpu, "gpu_uuid"), _text(gpu, "gpu_index")
     seen = sorted(h for h in pc.unique(hosts).to_pylist() if h)
     node_of = {h: n for h in seen for n in job.nodes if same_host(h, n)}
+    labelled = _labelled(job, tables.process)
+    if not node_of and labelled:  # hosts named otherwise (an exporter pod's name): the label
+        kept = _keep(gpu, uuids, sorted(labelled))
+        note = (
+            f"{len(labelled)} GPU(s) whose series carry the job's id; no series host is named "
+            f"as the scheduler names its nodes ({', '.join(job.nodes)})"
+        )
+        return replace(tables, gpu=kept, process=_holders(job, kept)), [note]
     if not node_of:
         shown = ", ".join(seen[:8]) + (" ..." if len(seen) > 8 else "")
         raise CollectError(
             f"none of job {job.job_id}'s nodes ({', '.join(job.nodes)}) is among the hosts of "
-            f"the GPU series in its time range ({shown or 'none'}): check that the exporter "
-            "ran on them, or map the host label with prometheus.labels"
+            f"the GPU series in its time range ({shown or 'none'}), and no series carries its "
+            "id: check that the exporter ran on them, or map the host label with "
+            "prometheus.labels"
         )
     notes = []
     missing = [n for n in job.nodes if n not in node_of.values()]
     if missing:
         notes.append(f"no GPU series from node(s) {', '.join(missing)} of the job: not in it")
-    labelled = _labelled(job, tables.process)
     share = job.gpus / max(len(job.nodes), 1)
     keep: list[str] = []
     for host, node in sorted(node_of.items()):
@@ -183,10 +191,13 @@ def select(job: JobRecord, tables: ReadingTables) -> tuple[ReadingTables, list[s
                 )
         keep.extend(sorted(c for c in chosen if c))
         notes.append(f"{host}: {len(chosen)} GPU(s), {how}")
-    mask = pc.is_in(uuids, value_set=pa.array(keep, pa.string()))
-    mask = pc.fill_null(mask, False)
-    kept = gpu.filter(mask)
+    kept = _keep(gpu, uuids, keep)
     return replace(tables, gpu=kept, process=_holders(job, kept)), notes
+
+
+def _keep(gpu: pa.Table, uuids: pa.Array, keep: Sequence[str]) -> pa.Table:
+    mask = pc.fill_null(pc.is_in(uuids, value_set=pa.array(keep, pa.string())), False)
+    return gpu.filter(mask)
 
 
 def _labelled(job: JobRecord, process: pa.Table) -> set[str]:
@@ -195,8 +206,11 @@ def _labelled(job: JobRecord, process: pa.Table) -> set[str]:
         return set()
     ids = _text(process, "job_id")
     match = pc.fill_null(pc.equal(ids, job.job_id), False)
-    if "/" in job.job_id:
-        match = pc.or_(match, pc.fill_null(pc.equal(_text(process, "pod"), _name(job)), False))
+    if "/" in job.job_id:  # a pod: its name, in its namespace where the series say one
+        pod = pc.fill_null(pc.equal(_text(process, "pod"), _name(job)), False)
+        space = _text(process, "namespace")
+        same = pc.fill_null(pc.or_(pc.is_null(space), pc.equal(space, job.team or "")), True)
+        match = pc.or_(match, pc.and_(pod, same))
     return {u for u in _text(process, "gpu_uuid").filter(match).to_pylist() if u}
 
 
