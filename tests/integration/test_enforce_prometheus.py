@@ -295,3 +295,18 @@ def test_enforce_on_a_store_ingested_from_prometheus(prometheus: Prometheus, set
     # a moment past the store's newest reading: nothing is known to be idle now
     late = enforce(cfg, now_ns=(START_S + MINUTES * 60 + 3600) * NS, dry_run=False)
     assert late.outcomes == [] and any("old" in n for n in late.notes)
+
+
+def test_the_warning_command_runs_once_per_warning(prometheus: Prometheus, setup: Setup) -> None:
+    warn = f"{shlex.quote(sys.executable)} {shlex.quote(str(setup.script))} warn {{job}} {{user}}"
+    cfg = _config(setup, **{"enforce.warn_command": warn, "enforce.act_enabled": False})
+    dry = _run(cfg, prometheus.url, 130, dry_run=True)
+    assert dry["101"].action.command is not None and not dry["101"].ran
+    assert _calls(setup) == []
+    _run(cfg, prometheus.url, 130)
+    _run(cfg, prometheus.url, 150)  # still idle, already warned: not again
+    warned = sorted(call[1] for call in _calls(setup))
+    assert warned == sorted(["101", "102", INJECTED])  # the pod has no {job}: no command
+    assert all(call[0] == "warn" for call in _calls(setup))
+    records = [r for r in _audit(setup) if r["key"] == "job:101"]
+    assert len(records) == 1 and records[0]["ran"] and records[0]["exit_code"] == 0
