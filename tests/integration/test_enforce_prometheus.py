@@ -310,3 +310,27 @@ def test_the_warning_command_runs_once_per_warning(prometheus: Prometheus, setup
     assert all(call[0] == "warn" for call in _calls(setup))
     records = [r for r in _audit(setup) if r["key"] == "job:101"]
     assert len(records) == 1 and records[0]["ran"] and records[0]["exit_code"] == 0
+
+
+def test_cli_with_squeue_json(prometheus: Prometheus, setup: Setup, shared: Path) -> None:
+    real = shared / ("data/scheduler/rackslab_Slurm-web/tests/assets/slurmrestd/25.11/0.0.44/"
+                     "slurm-job-gpus-running.json")  # fmt: skip
+    doc = json.loads(real.read_text())
+    running = {**doc["jobs"][0], "job_id": 101, "user_name": "alice", "qos": "normal"}
+    ended = {**doc["jobs"][0], "job_id": 102, "user_name": "bob", "job_state": ["COMPLETED"]}
+    squeue = setup.data_dir.parent / "squeue.json"
+    squeue.write_text(json.dumps({**doc, "jobs": [running, ended]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+    env["GPULENS_DATA_DIR"] = str(setup.data_dir)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpulens", "enforce", "--prometheus", prometheus.url,
+         "--at", "2026-10-11T02:10:00Z", "--slurm", str(squeue), "--format", "json"],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    jobs = {a["subject"]["job"]: a for a in out["actions"]}
+    assert (
+        jobs["101"]["subject"]["qos"] == "normal" and jobs["101"]["subject"]["partition"] == "gpu"
+    )
+    assert "102" not in jobs and any("not running in squeue" in n for n in out["notes"])

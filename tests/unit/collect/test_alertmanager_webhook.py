@@ -103,3 +103,26 @@ def test_receiver_hands_each_message_over_and_refuses_bad_bodies(shared: Path) -
     assert ok.status_code == 200 and bad.status_code == 400
     assert "no 'alerts' list" in bad.text
     assert len(got) == 1 and len(got[0].alerts) == 2
+
+
+def test_alerts_parse_command(shared: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gpulens", "alerts", "parse", str(shared / TWO), "--format", "json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["alertname"] for r in rows] == ["high_memory_load", "high_memory_load2"]
+    text = subprocess.run(
+        [sys.executable, "-m", "gpulens", "alerts", "parse", str(shared / ONE)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert text.stdout.startswith("FIRING high_memory_load (no holder; GPU ? on instance-with")
+    bad = subprocess.run(
+        [sys.executable, "-m", "gpulens", "alerts", "parse", str(shared / MSTEAMS / "LICENSE")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 4 and "not JSON" in " ".join(bad.stderr.split())
