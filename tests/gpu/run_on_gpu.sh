@@ -8,7 +8,9 @@
 # matmul loop and a data-starved loop run, scraping /metrics during each (states, useful
 # work), then a bf16 loop tracked by gpulens.torch into the agent's store under GPULENS_JOB;
 # SIGTERM; then what gpulens measured per workload, and the tracked job's report (training
-# figures, MFU, telemetry joined on the job). Total well under 5 minutes.
+# figures, MFU, telemetry joined on the job). Before the recording: eager against torch.compile
+# of one model served through gpulens.torch.inference at four loads, and the report's serving
+# section (latency per engine, engine choice by load). Total about 6 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT_DIR="${OUT:-$(mktemp -d)}"
@@ -27,9 +29,41 @@ echo "== GPUs and driver"
   2>&1 | tee "$OUT_DIR/gpus.txt"
 
 echo "== pytest -m gpu"
-timeout 150 "$PY" -m pytest -m gpu tests/gpu -v -p no:cacheprovider -rs 2>&1 \
+timeout 240 "$PY" -m pytest -m gpu tests/gpu -v -p no:cacheprovider -rs 2>&1 \
   | tee "$OUT_DIR/pytest-gpu.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== serving latency: eager against torch.compile of one model (gpulens.torch.inference)"
+SERVE="$OUT_DIR/serve-store"
+rm -rf "$SERVE"
+timeout 240 "$PY" - "$SERVE" <<'PYEOF' 2>&1 | tee "$OUT_DIR/serving.txt"
+import sys, time, torch
+import gpulens.torch as gt
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 4096), torch.nn.GELU(),
+    torch.nn.Linear(4096, 1024)).to("cuda:0", torch.float16).eval()
+x = torch.randn(64, 1024, device="cuda:0", dtype=torch.float16)
+for engine in ("eager", "compile"):
+    infer = gt.inference(model, job="svc-gpu", engine=engine, data_dir=sys.argv[1], interval_s=1.0)
+    with torch.no_grad():
+        for _ in range(100):  # warm-up (compiles)
+            infer(x)
+        for qps in (100, 400, 1600, None):  # offered load per 3 s, None: back to back
+            end = time.monotonic() + 3
+            while time.monotonic() < end:
+                infer(x)
+                if qps:
+                    time.sleep(1 / qps)
+            time.sleep(1.1)  # a window of its own per load
+    infer.close()
+    print(engine, "->", infer.engine, infer.fallback_reason or "", infer.calls, "calls")
+PYEOF
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+"$PY" -m gpulens report --data-dir "$SERVE" --job svc-gpu --format json \
+  >"$OUT_DIR/report-serving.json" || status=1
+"$PY" -m gpulens report --data-dir "$SERVE" --job svc-gpu | sed -n '/^Serving/,/^$/p' \
+  | tee -a "$OUT_DIR/serving.txt"
 
 echo "== 60 s recording with two workloads (the agent when its web deps import, else record)"
 DATA="$OUT_DIR/store"

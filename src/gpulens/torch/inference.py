@@ -43,6 +43,7 @@ from gpulens.torch.run import Unavailable, _config, _new_run_id, default_job, di
 
 log = logging.getLogger("gpulens.torch")
 MAX_PENDING = 65536  # calls waiting for the writer thread (or their GPU events), at most
+DRAIN_S = 0.25  # the writer thread moves queued calls into the windows this often
 
 
 @dataclass(slots=True)
@@ -253,10 +254,16 @@ class Inference:
     # -- the writer thread -----------------------------------------------------------------
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        """Drain the queue every DRAIN_S (so it stays short at any request rate) and write
+        the windows every `interval_s`."""
+        next_write = time.monotonic() + self.interval_s
+        while not self._stop.wait(min(self.interval_s, DRAIN_S)):
             if self._dead:
                 return
-            self._emit()
+            due = time.monotonic() >= next_write
+            if due:
+                next_write = time.monotonic() + self.interval_s
+            self._emit(write=due)
 
     def _resolved(self) -> list[_Pending]:
         """The queued calls whose latency is known (on a GPU: whose end event has passed)."""
@@ -271,9 +278,8 @@ class Inference:
             out.append(self._pending.popleft())
         return out
 
-    def _emit(self, final: bool = False) -> None:
+    def _emit(self, final: bool = False, write: bool = True) -> None:
         try:
-            now = time.perf_counter()
             for p in self._resolved():
                 assert p.seconds is not None
                 if self._window_start is None:  # the window starts with its first call
@@ -294,7 +300,8 @@ class Inference:
                     for c in warmup.held:
                         window.add_warmup(c)
                     warmup.held = []
-            self._write(now)
+            if write:
+                self._write(time.perf_counter())
         except Exception as exc:
             self._fail(exc)
 
