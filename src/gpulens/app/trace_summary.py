@@ -118,9 +118,7 @@ def _thin_gaps(gaps: Gaps) -> KeptGaps:
 def thin(analysis: RankAnalysis) -> RankAnalysis:
     """`analysis` with its gaps' row references dropped (they point into the full trace)."""
     causes: IdleCauses = analysis.causes
-    return replace(
-        analysis, causes=replace(causes, gaps=_thin_gaps(causes.gaps))
-    )
+    return replace(analysis, causes=replace(causes, gaps=_thin_gaps(causes.gaps)))
 
 
 def summarize(analysis: RankAnalysis) -> RankAnalysis:
