@@ -255,6 +255,15 @@ def test_cli_json_dry_run_by_default(prometheus: Prometheus, setup: Setup) -> No
     assert a101["subject"]["user"] == "alice" and a101["subject"]["gpu"].startswith("GPU-")
     # never warned before (nothing recorded: dry runs record nothing): a warning, not an act
     assert a101["level"] == "warn" and a101["idle_minutes"] >= 120 and not a101["ran"]
+    # its price: two GPUs × the idle time, at the configured H100 GPU-hour price
+    from gpulens.app import session
+    from gpulens.config import load_config
+
+    price = session.prices(load_config(config, env={})).gpu_hour_price("NVIDIA H100 80GB HBM3")
+    assert a101["gpus"] == 2
+    assert a101["idle_gpu_hours"] == pytest.approx(2 * a101["idle_minutes"] / 60, abs=0.01)
+    assert a101["idle_cost"] == pytest.approx(a101["idle_gpu_hours"] * price, rel=0.01)
+    assert a101["idle_cost"] > 0 and doc["currency"]
     assert by_job["103"]["exempt"] is True and by_job["103"]["command"] is None
     assert not (setup.data_dir / "enforce-audit.jsonl").exists()
 

@@ -54,7 +54,8 @@ class IdleSpell:
     ``gpu:HOST/UUID``), since when (`since_ns`, the first idle interval's start) until when
     (`until_ns`, the last interval's end), `open_start` when it was idle from the window's
     first interval (idle at least that long), and its `labels` (job_id, pod, namespace, user,
-    team, project, host, gpu_uuid: several values joined with ","; partition, qos when known)."""
+    team, project, host, gpu_uuid, gpu_model: several values joined with ","; partition, qos
+    when known)."""
 
     key: str
     since_ns: int
@@ -65,6 +66,11 @@ class IdleSpell:
     @property
     def idle_s(self) -> float:
         return (self.until_ns - self.since_ns) / NS
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs it holds (at least one)."""
+        return max(1, len(_parts(self.labels.get("gpu_uuid"))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +235,7 @@ def _last_labels(
 ) -> dict[str, dict[str, str]]:
     """Per holder key, the labels of its rows in the interval starting at `last[key]` (several
     values joined with ",", sorted)."""
-    names = [c for c in (*SPELL_LABELS, "host", "gpu_uuid") if c in frame.column_names]
+    names = [c for c in (*SPELL_LABELS, "host", "gpu_uuid", "gpu_model") if c in frame.column_names]
     wanted = pa.table({"key": pa.array(list(last), pa.string()),
                        "start_ns": pa.array(list(last.values()), pa.int64())})  # fmt: skip
     rows = pa.table(

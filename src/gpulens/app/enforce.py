@@ -55,12 +55,15 @@ STALE_S = 300.0
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """One decision and what came of it (`ran`, `exit_code`, `output`: the command's last
-    lines when it ran)."""
+    lines when it ran), and the price of the spell: `gpu_hours` held idle (GPUs × idle time)
+    and their `cost` at the `cost.*` GPU-hour prices."""
 
     action: Action
     ran: bool = False
     exit_code: int | None = None
     output: str = ""
+    gpu_hours: float = 0.0
+    cost: float = 0.0
 
 
 @dataclass
@@ -75,6 +78,7 @@ class EnforceRun:
     audit_log: str
     outcomes: list[Outcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    currency: str = "USD"
 
 
 def policy(cfg: Config, dry_run: bool) -> Policy:
@@ -149,8 +153,14 @@ def enforce(
     if log.skipped:
         run.notes.append(f"{log.skipped} unreadable line(s) in the audit log were skipped")
     timeout = float(cfg.get("enforce.command_timeout_seconds"))
+    prices = session.prices(cfg)
+    run.currency = prices.currency
     for action in decide(spells, past, pol, now_ns):
         outcome = _execute(action, timeout) if action.run else Outcome(action)
+        spell = action.spell
+        hours = spell.gpus * spell.idle_s / 3600
+        model = (spell.labels.get("gpu_model") or "").split(",")[0] or None
+        outcome = replace(outcome, gpu_hours=hours, cost=hours * prices.gpu_hour_price(model))
         if action.record:
             log.append(record(outcome, now_ns))
         run.outcomes.append(outcome)
@@ -248,6 +258,7 @@ def record(outcome: Outcome, now_ns: int) -> dict[str, Any]:
         "subject": subject(a.spell),
         "idle_minutes": round(a.spell.idle_s / 60, 1),
         "idle_since": iso(a.spell.since_ns),
+        "idle_gpu_hours": round(outcome.gpu_hours, 2),
         "command": list(a.command) if a.command is not None else None,
         "ran": outcome.ran,
         "exit_code": outcome.exit_code,

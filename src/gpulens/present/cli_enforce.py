@@ -39,12 +39,16 @@ def to_dict(run: EnforceRun) -> dict[str, Any]:
         "dry_run": pol.dry_run,
         "act_enabled": pol.act_enabled,
         "audit_log": run.audit_log,
+        "currency": run.currency,
         "actions": [
             {
                 "subject": subject(o.action.spell),
                 "idle_minutes": round(o.action.spell.idle_s / 60, 1),
                 "idle_since": iso(o.action.spell.since_ns),
                 "idle_at_least": o.action.spell.open_start,
+                "gpus": o.action.spell.gpus,
+                "idle_gpu_hours": round(o.gpu_hours, 2),
+                "idle_cost": round(o.cost, 2),
                 "level": o.action.level,
                 "command": list(o.action.command) if o.action.command is not None else None,
                 "exempt": o.action.exempt,
@@ -78,9 +82,13 @@ def render_terminal(doc: dict[str, Any]) -> str:
         tag = "exempt" if a["exempt"] else a["level"].upper()
         ran = f" -> exit {a['exit_code']}" if a["ran"] else ""
         command = shlex.join(a["command"]) if a["command"] else "-"
+        held = (
+            f"{a['gpus']} GPU{'s' if a['gpus'] != 1 else ''}, {a['idle_gpu_hours']:.1f} GPU-h idle"
+        )
+        price = f"{a['idle_cost']:,.2f} {doc['currency']}"
         lines.append(
-            f"{tag:6} {who} ({s['user'] or 'unknown user'} on {s['host'] or '?'}): "
-            f"{a['reason']}; command: {command}{ran}"
+            f"{tag:6} {who} ({s['user'] or 'unknown user'} on {s['host'] or '?'}; {held}, "
+            f"{price}): {a['reason']}; command: {command}{ran}"
         )
     lines += [f"note: {n}" for n in doc["notes"]]
     return "\n".join(lines) + "\n"
