@@ -93,6 +93,8 @@ def test_profile_of_a_tracked_loop_is_captured_analysed_and_linked(tmp_path: Pat
     (link,) = doc["profiles"]
     assert link["rule_id"] == "input_bound" and rules[link["finding"]] == "input_bound"
     assert link["trace_path"] == str(trace) and link["summary"] == result["summary"]
+    page = invoke("report", "--data-dir", str(store), "--job", "starved", "--format", "html")
+    assert "Profiles captured on demand" in page and result["summary"] in page
 
     # ...and so does the dashboard's finding page for that finding
     found = Finding("input_bound", Severity.WARNING, {"job_id": "starved"}, (0, 1), "s")

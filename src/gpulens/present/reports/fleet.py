@@ -559,6 +559,7 @@ def to_html(view: ReportView) -> str:
         html_table(["measure", "value"], [[k, v] for k, v in _headline(view)]),
         *html_parts(view.training),
         *serving.html_parts(view.latency, view.engine_choice, view.fallbacks),
+        *serving.profile_html(view.profiles),
         "<h2>Per GPU: duty cycle versus useful work</h2>",
         '<p class="legend">'
         + "".join(f'<span style="background:{c}"></span>{n}' for n, c in _COLORS.items())

@@ -107,3 +107,11 @@ def profile_lines(profiles: list[dict[str, Any]]) -> list[str]:
         f"(trace {p.get('trace_path')})"
         for p in profiles
     ]
+
+
+def profile_html(profiles: list[dict[str, Any]]) -> list[str]:
+    """The profiles linked to findings, as an HTML list (nothing when there are none)."""
+    if not profiles:
+        return []
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in profile_lines(profiles))
+    return [f"<h2>Profiles captured on demand</h2><ul>{items}</ul>"]
