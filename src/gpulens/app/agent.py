@@ -16,6 +16,7 @@ run in daemon threads that are abandoned, not waited for).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import ipaddress
@@ -75,6 +76,10 @@ STORE_MIN_AGE_S = 30.0  # under --speed, on the wall clock
 #: the memory freed in it)
 MALLOC_ARENAS = 2
 M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
+#: seconds between the HTTP server's housekeeping ticks (uvicorn's own: 0.1 s, which costs
+#: ~0.2 % of a core on an idle agent; the Date header it refreshes has a 1 s resolution, and a
+#: stop signal wakes the loop at once)
+SERVER_TICK_S = 1.0
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -288,6 +293,8 @@ class Agent:
                 self.live.refresh()
             except Exception as exc:  # a failing analysis never stops recording
                 self._note(f"live state: {type(exc).__name__}: {exc}")
+            if not self.context.viewer_recent():  # the next refresh is an interval away
+                self.live.release()
             trim_heap()
 
     def _on_start(self, scheduler: Scheduler, writer: SegmentWriter) -> None:
@@ -374,8 +381,10 @@ class Agent:
     def _cluster_loop(self) -> None:
         """The Cluster page's data from Prometheus, every `cluster.every_s` (a failed read is
         shown on the page and retried; it never stops the agent)."""
+        from gpulens.app.cluster_view import release_memory
+
         assert self.cluster is not None
-        self.cluster.run(self.stop, after=trim_heap)
+        self.cluster.run(self.stop, after=release_memory)
 
     def _analyse(self, start_ns: int, end_ns: int, store: Store) -> ReportView:
         from gpulens.app.analysis import analyse
@@ -501,6 +510,17 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.on_stop = on_stop
         self.stop_requested: float | None = None  # time.monotonic() of the first signal
+        self._wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+
+    async def main_loop(self) -> None:
+        """uvicorn's housekeeping loop (Date header, exit check), every `SERVER_TICK_S`."""
+        wake = asyncio.Event()
+        self._wake = (asyncio.get_running_loop(), wake)
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 10) % 864000  # uvicorn's tick count: the header every tick
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), SERVER_TICK_S)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -512,6 +532,10 @@ class _Server(uvicorn.Server):
         if self.stop_requested is None:
             self.stop_requested = time.monotonic()
         self.should_exit = True
+        if self._wake is not None:  # the main loop notices now, not at its next tick
+            loop, wake = self._wake
+            with contextlib.suppress(RuntimeError):  # the loop has closed already
+                loop.call_soon_threadsafe(wake.set)
         self.on_stop()
 
 

@@ -353,6 +353,12 @@ class LiveState:
                 store_lag_s=lag,
             )
 
+    def release(self) -> None:
+        """Hand back what the recent window's DuckDB connection holds between refreshes (its
+        readings stay; the next refresh opens a new connection). For an agent nobody views,
+        where refreshes are a minute apart."""
+        self.window.release()
+
     def close(self) -> None:
         self.window.close()
 
