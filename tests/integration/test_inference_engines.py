@@ -179,3 +179,37 @@ def test_disabled_serves_and_writes_nothing(
         assert torch.equal(infer(x), model(x))
     infer.close()
     assert not store.exists()
+
+
+_COMPILE_FAILS = """
+import sys, torch, gpulens.torch as gt
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+x = torch.randn(2, 8)
+infer = gt.inference(m, job="cc", engine="compile", data_dir=sys.argv[1])
+with torch.no_grad():
+    assert torch.equal(infer(x), m(x))
+infer.close()
+print(infer.engine)
+"""
+
+
+@pytest.mark.slow
+def test_a_compile_that_fails_at_the_first_call_falls_back(tmp_path: Path) -> None:
+    """torch.compile builds lazily: with no working C++ compiler (CXX=/bin/false) inductor
+    fails in the first call, which eager then serves."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "serve.py"
+    script.write_text(_COMPILE_FAILS, encoding="utf-8")
+    store = tmp_path / "runs"
+    env = {**os.environ, "CXX": "/bin/false", "CC": "/bin/false"}
+    done = subprocess.run([sys.executable, str(script), str(store)], env=env,
+                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "eager"
+    (fallback,) = _rows(store, "SELECT engine, message FROM event WHERE event = 'engine_fallback'")
+    assert fallback["engine"] == "compile"
+    assert fallback["message"].startswith("torch.compile unavailable: its first call failed: ")
+    assert "C++ compiler" in fallback["message"]
