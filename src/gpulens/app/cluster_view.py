@@ -17,6 +17,9 @@ hold the last one in memory between refreshes.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import importlib.util
 import time
 from collections.abc import Mapping
@@ -204,6 +207,7 @@ def build(
     if seq is None:
         seq = frame_sequence(ctx.frame, step_s)
     del ctx
+    release_memory()  # the frame's buffers, before `usage` reads its own
     out_notes = list(notes)
     if heat.nodes_total > len(heat.nodes):
         out_notes.append(f"heat map: the {len(heat.nodes)} busiest of {heat.nodes_total} nodes")
@@ -325,6 +329,15 @@ def from_prometheus(
             seq,
             tuple(notes),
         )
+
+
+def release_memory() -> None:
+    """Hand what an analysis freed back to the system: Arrow's pool and glibc keep freed
+    memory otherwise, and a long-running agent would hold its largest read's peak."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _floats(frame: pa.Table, name: str) -> np.ndarray:
