@@ -343,3 +343,45 @@ def test_cli_with_squeue_json(prometheus: Prometheus, setup: Setup, shared: Path
         jobs["101"]["subject"]["qos"] == "normal" and jobs["101"]["subject"]["partition"] == "gpu"
     )
     assert "102" not in jobs and any("not running in squeue" in n for n in out["notes"])
+
+
+def _pod_list(shared: Path, phase: str) -> dict[str, Any]:
+    """The KAI example GPU pod (shared scheduler data), as our notebook pod in `phase`."""
+    import yaml
+
+    path = shared / "data/scheduler/NVIDIA_KAI-Scheduler/examples/quickstart/pods/gpu-pod.yaml"
+    pod = yaml.safe_load(path.read_text())
+    pod["metadata"].update(name="nb-1", namespace="research")
+    pod["spec"]["nodeName"] = "node-c"
+    pod["status"] = {"phase": phase, "startTime": "2026-10-11T00:00:00Z"}
+    return {"apiVersion": "v1", "kind": "List", "items": [pod]}
+
+
+def test_pods_kubernetes_does_not_show_running_are_left_alone(
+    prometheus: Prometheus, setup: Setup, shared: Path
+) -> None:
+    from gpulens.app.enforce import pod_states
+    from gpulens.collect.scheduler.kubernetes import parse_kubernetes
+
+    cfg = _config(setup, **{"enforce.command": "kubectl delete pod {pod} -n {namespace}"})
+    running = pod_states(parse_kubernetes([_pod_list(shared, "Running")], "pods").jobs)
+    assert running == {"research/nb-1": "RUNNING"}
+    a = _run(cfg, prometheus.url, 130, dry_run=True, pods=running)
+    assert a["research/nb-1"].action.level == "warn"
+    ended = pod_states(parse_kubernetes([_pod_list(shared, "Succeeded")], "pods").jobs)
+    b = _run(cfg, prometheus.url, 130, dry_run=True, pods=ended)
+    assert "research/nb-1" not in b and "101" in b  # Slurm jobs are not Kubernetes' to judge
+    # the CLI reads the same from a dump
+    dump = setup.data_dir.parent / "pods.json"
+    dump.write_text(json.dumps(_pod_list(shared, "Succeeded")))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+    env["GPULENS_DATA_DIR"] = str(setup.data_dir)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpulens", "enforce", "--prometheus", prometheus.url,
+         "--at", "2026-10-11T02:10:00Z", "--k8s", str(dump), "--format", "json"],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert not any(a["subject"]["pod"] == "nb-1" for a in out["actions"])
+    assert any("not running in Kubernetes" in n for n in out["notes"])

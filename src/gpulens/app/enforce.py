@@ -12,7 +12,8 @@ and records).
    finding counts.
 3. Partitions come from the series (`partition`/`queue` labels: node → queue), or from
    squeue; QoS and the job's state from squeue (`--slurm FILE` or `--squeue`). With squeue,
-   only running jobs are warned or acted on.
+   only running jobs are warned or acted on; with Kubernetes' pods (`--k8s FILE` or
+   `--kubectl`), only running pods.
 4. Commands run without a shell (`subprocess.run` of an argument list): a label value is one
    argument's text, never shell syntax. Each warning and action is appended to the audit log.
 """
@@ -117,9 +118,11 @@ def enforce(
     prometheus_url: str | None = None,
     jobs: Mapping[str, JobDetails] | None = None,
     node_queues: Mapping[str, str] | None = None,
+    pods: Mapping[str, str] | None = None,
 ) -> EnforceRun:
     """One enforcement pass over the telemetry of Prometheus (`prometheus_url`) or, without
-    it, of the store of `cfg`; `jobs`: squeue's view of the jobs (None: not known)."""
+    it, of the store of `cfg`; `jobs`: squeue's view of the jobs, `pods`: Kubernetes' view of
+    the pods (``namespace/name`` → state, `pod_states`) (None: not known)."""
     pol = policy(cfg, dry_run)
     log = AuditLog(audit_path(cfg))
     start_ns = now_ns - round((pol.act_s + LOOKBACK_MARGIN_S) * NS)
@@ -149,6 +152,8 @@ def enforce(
         )
         return run
     spells = _with_scheduler(spells, jobs, queues, run.notes)
+    if pods is not None:
+        spells = _running_pods(spells, pods, run.notes)
     past = history(log.read())
     if log.skipped:
         run.notes.append(f"{log.skipped} unreadable line(s) in the audit log were skipped")
@@ -201,6 +206,33 @@ def _with_scheduler(
         notes.append(
             f"{len(not_running)} idle job(s) not running in squeue were left alone: "
             + ", ".join(sorted(not_running)[:10])
+        )
+    return out
+
+
+def pod_states(jobs: pa.Table) -> dict[str, str]:
+    """``namespace/name`` → state (RUNNING, PENDING, COMPLETED, FAILED...) of the job table of
+    a Kubernetes dump (`collect.scheduler.kubernetes`)."""
+    ids, states = jobs["job_id"].to_pylist(), jobs["state"].to_pylist()
+    return {str(i): str(s or "") for i, s in zip(ids, states, strict=True) if i}
+
+
+def _running_pods(
+    spells: list[IdleSpell], pods: Mapping[str, str], notes: list[str]
+) -> list[IdleSpell]:
+    """The spells less the pods Kubernetes does not show running (ended, or not listed)."""
+    out, gone = [], []
+    for spell in spells:
+        pod, namespace = spell.labels.get("pod"), spell.labels.get("namespace")
+        name = f"{namespace}/{pod}" if pod and namespace else None
+        if name is not None and "," not in name and pods.get(name) != "RUNNING":
+            gone.append(name)
+            continue
+        out.append(spell)
+    if gone:
+        notes.append(
+            f"{len(gone)} idle pod(s) not running in Kubernetes were left alone: "
+            + ", ".join(sorted(gone)[:10])
         )
     return out
 
@@ -272,4 +304,13 @@ def now_ns() -> int:
     return time.time_ns()
 
 
-__all__ = ["EnforceRun", "Outcome", "enforce", "iso", "policy", "record", "subject"]
+__all__ = [
+    "EnforceRun",
+    "Outcome",
+    "enforce",
+    "iso",
+    "pod_states",
+    "policy",
+    "record",
+    "subject",
+]

@@ -118,6 +118,13 @@ def enforce(
     squeue: Annotated[
         bool, typer.Option(help="Run squeue --json here for QoS, partition and job states.")
     ] = False,
+    k8s: Annotated[
+        list[Path] | None,
+        typer.Option(help="kubectl get pods -A -o json (or yaml): act only on running pods."),
+    ] = None,
+    kubectl: Annotated[
+        bool, typer.Option(help="Run kubectl get pods,nodes -A -o json here for pod states.")
+    ] = False,
     node_queue: Annotated[
         list[str] | None,
         typer.Option(help="Partitions of hosts the series do not label: NODE=PARTITION,..."),
@@ -139,6 +146,8 @@ def enforce(
     import time
 
     from gpulens.app.enforce import enforce as run_enforce
+    from gpulens.app.enforce import pod_states
+    from gpulens.collect.scheduler.kubernetes import read_kubernetes, run_kubectl
     from gpulens.collect.scheduler.slurm_jobs import read_job_details, run_squeue
     from gpulens.config import load_config
     from gpulens.errors import ConfigError
@@ -149,12 +158,16 @@ def enforce(
         raise ConfigError("give --prometheus URL or --data-dir D, not both")
     if slurm is not None and squeue:
         raise ConfigError("give --slurm FILE or --squeue, not both")
+    if k8s and kubectl:
+        raise ConfigError("give --k8s FILE or --kubectl, not both")
     cfg = load_config(config, overrides={"data_dir": data_dir})
     url = None if data_dir is not None else prometheus or cfg.get("prometheus.url")
     now = time.time_ns()
     when = parse_when(at, now, "--at") if at is not None else now
     jobs = read_job_details(slurm) if slurm is not None else run_squeue() if squeue else None
     queues = parse_capacity_like(node_queue or [], "--node-queue", "NODE=PARTITION")
+    cluster = read_kubernetes(*k8s) if k8s else run_kubectl() if kubectl else None
+    pods = pod_states(cluster.jobs) if cluster is not None else None
     result = run_enforce(
         cfg,
         now_ns=when if when is not None else now,
@@ -162,6 +175,7 @@ def enforce(
         prometheus_url=url,
         jobs=jobs,
         node_queues=queues,
+        pods=pods,
     )
     doc = to_dict(result)
     text = (
