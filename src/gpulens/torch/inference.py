@@ -57,12 +57,20 @@ class _Pending:
     end: Any = None
 
 
-def batch_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> float | None:
-    """The first dimension of the first tensor argument (positional, then keyword)."""
+def first_tensor(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor | None:
+    """The first tensor argument (positional, then keyword), or None."""
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
-            return float(value.shape[0]) if value.dim() else 1.0
+            return value
     return None
+
+
+def batch_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> float | None:
+    """The first dimension of the first tensor argument (positional, then keyword)."""
+    value = first_tensor(args, kwargs)
+    if value is None:
+        return None
+    return float(value.shape[0]) if value.dim() else 1.0
 
 
 class Inference:
@@ -166,8 +174,12 @@ class Inference:
         return self._timed(fn, self.engine, args, kwargs)
 
     def _timed(self, fn: Callable[..., Any], engine: str, args: Any, kwargs: Any) -> Any:
-        batch = self.batch_size if self.batch_size is not None else batch_of(args, kwargs)
-        if self.device.cuda:
+        tensor = first_tensor(args, kwargs)
+        batch = self.batch_size
+        if batch is None and tensor is not None:
+            batch = float(tensor.shape[0]) if tensor.dim() else 1.0
+        # CUDA events when the model or the call's first tensor is on a GPU
+        if self.device.cuda or (tensor is not None and tensor.is_cuda):
             start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             start.record()
@@ -362,8 +374,9 @@ class Inference:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=30)
         if not self._dead:
-            if self.device.cuda and self._pending:
-                torch.cuda.synchronize(self.device.index)  # the last calls' events, once
+            for p in list(self._pending):  # the last calls' events: waited for once, here
+                if p.end is not None:
+                    p.end.synchronize()
             self._emit(final=True)
         self._dead = True
         try:
