@@ -194,3 +194,16 @@ def test_the_dashboard_finding_page_shows_the_profile(tmp_path: Path) -> None:
     block = html.text.split(f'data-rule="{rule}"')[1].split('<div class="finding')[0]
     assert "<b>Profiled:</b>" in block
     assert result["summary"] in block and result["trace_path"] in block
+
+
+def test_no_answer_is_one_clear_error(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    args = ["profile", "--job", "nobody", "--data-dir", str(store), "--wait", "0.5"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert "no tracked process of job 'nobody' answered within 0.5 s" in str(result.exception)
+    body = json.loads((store / "profile-requests" / "nobody.json").read_text())
+    assert body["job_id"] == "nobody" and body["steps"] == 5  # the request stays, to expire
+    listed = CliRunner().invoke(app, ["profile", "--job", "nobody", "--data-dir", str(store),
+                                      "--list", "--format", "json"])  # fmt: skip
+    assert listed.exit_code == 0 and json.loads(listed.stdout) == []
