@@ -17,7 +17,9 @@ p90, p95, p99, max). Here windows are combined:
   highest load before its first bin that does not; above that load the optimised engine that
   holds the objective at the highest load is needed. When it held at every measured load, the
   switch point is the higher of the highest measured load and its saturation one call at a
-  time (1 / mean latency): beyond that no measurement says it still holds.
+  time (1 / mean latency): beyond that no measurement says it still holds. Each engine's
+  latency against batch size comes with it (`batch_curves`: the quantile and samples per
+  second per mean batch size, rounded).
 """
 
 from __future__ import annotations
@@ -219,6 +221,30 @@ def _curve(t: pa.Table, rows: np.ndarray, q: float, bin_ratio: float) -> list[di
     return points
 
 
+def _batch_curve(t: pa.Table, rows: np.ndarray, q: float) -> list[dict[str, Any]]:
+    """(batch size, quantile, samples/s) points: the engine's windows by mean batch size
+    (rounded), for the latency against batch side of the curve."""
+    sub = t.take(pa.array(rows))
+    batch = floats(sub, "app_batch_size")
+    calls, knots = floats(sub, "app_requests"), _knots(sub)
+    seconds = _window_seconds(sub)
+    points = []
+    for b in np.unique(np.round(batch[~np.isnan(batch)])).tolist():
+        ix = np.flatnonzero(np.round(batch) == b)
+        (lat,) = mixture_quantiles(calls[ix], knots[ix], (q,))
+        covered = float(np.nansum(seconds[ix]))
+        samples = float((calls[ix] * batch[ix]).sum())
+        points.append(
+            {
+                "batch_size": b,
+                "latency_ms": None if lat is None else lat * 1e3,
+                "samples_per_second": samples / covered if covered > 0 else None,
+                "calls": int(calls[ix].sum()),
+            }
+        )
+    return points
+
+
 def _holds_up_to(
     points: list[dict[str, Any]], objective_ms: float
 ) -> tuple[float | None, float | None]:
@@ -253,6 +279,7 @@ def engine_choice(
         sub = t.take(pa.array(rows))
         engines = _groups(sub, ("engine",))
         curves = {e[0]: _curve(sub, ix, obj.q, bin_ratio) for e, ix in engines.items()}
+        by_batch = {e[0]: _batch_curve(sub, ix, obj.q) for e, ix in engines.items()}
         natives = [e for e in curves if e in native]
         others = [e for e in curves if e in optimised]
         if not natives or not others:
@@ -281,6 +308,7 @@ def engine_choice(
                 "optimised_holds_up_to_qps": best[1] if best else None,
                 "verdict": _verdict(obj, nat, holds, fails, saturation, best),
                 "curves": curves,
+                "batch_curves": by_batch,
             }
         )
     return out

@@ -20,7 +20,12 @@ KEYS = ("min", "p25", "p50", "p75", "p90", "p95", "p99", "max")
 
 
 def window(
-    lat: np.ndarray, seconds: float, engine: str, job: str = "svc", model: str = "M"
+    lat: np.ndarray,
+    seconds: float,
+    engine: str,
+    job: str = "svc",
+    model: str = "M",
+    batch: float = 1.0,
 ) -> dict:
     """One reading as the wrapper writes it, computed here from the calls with numpy."""
     row: dict = {
@@ -31,7 +36,7 @@ def window(
         "app_requests": float(lat.size),
         "app_requests_per_second": lat.size / seconds,
         "app_latency_mean_seconds": float(lat.mean()),
-        "app_batch_size": 1.0,
+        "app_batch_size": batch,
     }
     for q, k in zip(QS, KEYS, strict=True):
         row[f"app_latency_{k}_seconds"] = float(np.quantile(lat, q))
@@ -114,3 +119,21 @@ def test_measured_gain_and_the_finding_say_they_are_measured() -> None:
     assert measured_migration(rows, (0, 1), skip_jobs={"svc"}) == []
     slow = [dict(rows[0]), {**rows[1], "p50_ms": 7.5}]
     assert measured_migration(slow, (0, 1)) == []  # 1.07x is below the minimum gain
+
+
+def test_latency_against_batch_size() -> None:
+    rng = np.random.default_rng(5)
+    small = rng.normal(0.002, 1e-4, 400)  # batch 1: 2 ms
+    large = rng.normal(0.006, 3e-4, 100)  # batch 16: 6 ms
+    rows = [
+        window(small, 4.0, "eager", batch=1.0),
+        window(large, 4.0, "eager", batch=16.0),
+        window(np.full(200, 0.001), 4.0, "compile", batch=16.0),
+    ]
+    (c,) = engine_choice(pa.Table.from_pylist(rows), Objective(0.010, "p95"))
+    eager = {p["batch_size"]: p for p in c["batch_curves"]["eager"]}
+    assert sorted(eager) == [1.0, 16.0]
+    assert eager[1.0]["latency_ms"] == pytest.approx(np.quantile(small, 0.95) * 1e3)
+    assert eager[16.0]["samples_per_second"] == pytest.approx(100 * 16 / 4.0)
+    assert eager[1.0]["samples_per_second"] == pytest.approx(400 / 4.0)
+    assert [p["batch_size"] for p in c["batch_curves"]["compile"]] == [16.0]
