@@ -299,17 +299,20 @@ def _event_trace(page: GpuPage, y: float) -> dict[str, Any]:
     events = page.events[:MAX_EVENT_LINES]
     return {
         "type": "scatter",
-        "mode": "markers",
+        "mode": "markers+text",
         "name": "events",
         "x": [e.ts_ns // 1_000_000 for e in events],
         "y": [y] * len(events),
-        "text": [f"{e.category}: {e.message or e.event or ''}" for e in events],
+        "hovertext": [f"{e.category}: {e.message or e.event or ''}" for e in events],
+        # an engine fallback is labelled on the chart itself: "TensorRT unavailable"
+        "text": [e.label if e.category == "engine_fallback" else "" for e in events],
+        "textposition": "top center",
         "marker": {
             "symbol": "triangle-down",
             "size": 10,
             "color": [EVENT_COLORS.get(e.category, "#555555") for e in events],
         },
-        "hovertemplate": "%{text}<extra></extra>",
+        "hovertemplate": "%{hovertext}<extra></extra>",
     }
 
 
