@@ -314,6 +314,32 @@ def test_page_renders_its_heat_map_without_console_errors(
     assert errors == []
 
 
+@pytest.mark.browser
+def test_a_recording_agents_cluster_page_renders_its_store(demo: Any, browser: Any) -> None:
+    """`gpulens demo`'s agent records its simulated fleet: its Cluster page is its store's,
+    one heat-map row per simulated node, drawn without a console error."""
+    hosts = {g["host"] for g in httpx.get(f"{demo.url}/api/gpus", timeout=60).json()}
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        response = page.goto(f"{demo.url}/cluster?range=1h", wait_until="load")
+        assert response is not None and response.status == 200
+        page.wait_for_function(
+            "() => { const c = document.getElementById('chart-heatmap');"
+            " return c && Array.isArray(c.data) && c.data.length > 0; }",
+            timeout=60_000,
+        )
+        rows = page.evaluate("() => document.getElementById('chart-heatmap').data[0].y")
+        assert {str(r).split(" (")[0] for r in rows} == hosts
+        assert "Source: store" in page.content()
+    finally:
+        context.close()
+    assert errors == []
+
+
 # -- Prometheus away ---------------------------------------------------------------------------
 
 
