@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpulens.collect.prometheus.parse import Series
-from gpulens.collect.prometheus.tables import identity
+from gpulens.collect.prometheus.tables import LabelIndex, identity, label_index
 from gpulens.series_catalog import PROFILING_METRICS, SeriesMap, SeriesSpec
 
 #: metric → (spec, series) pairs of one family
@@ -44,10 +44,12 @@ class Merged:
     metrics: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
-def gpu_key(labels: Mapping[str, str], mapping: SeriesMap) -> tuple[str, ...] | None:
+def gpu_key(
+    labels: Mapping[str, str], mapping: SeriesMap, index: LabelIndex | None = None
+) -> tuple[str, ...] | None:
     """Which GPU (or MIG instance) a series is of, the same whichever exporter printed it;
     None when its labels name no GPU."""
-    ids = identity(labels, mapping)
+    ids = identity(labels, mapping, index)
     uuid = ids.get("parent_uuid") or ids.get("gpu_uuid")
     if uuid:
         plain = uuid.strip().lower().removeprefix("gpu-")
@@ -63,7 +65,13 @@ def one_family_per_gpu(
 ) -> Merged:
     """The series of `found` (family → its series per metric, in order of preference) with
     each GPU's series from its first family only. Series that name no GPU are kept (the
-    table builder counts them as skipped)."""
+    table builder counts them as skipped). One family is returned as it is (nothing to
+    merge: `gpus` is then empty)."""
+    if len(found) == 1:
+        family, series = found[0]
+        single = {family: frozenset(m for m, pairs in series.items() if pairs)}
+        return Merged({m: list(pairs) for m, pairs in series.items()}, metrics=single)
+    index = label_index(mapping)
     owner: dict[tuple[str, ...], str] = {}
     seen_by: dict[tuple[str, ...], int] = {}
     keys: dict[int, tuple[str, ...] | None] = {}
@@ -71,7 +79,9 @@ def one_family_per_gpu(
         mine: set[tuple[str, ...]] = set()
         for pairs in series.values():
             for _, s in pairs:
-                key = keys.setdefault(id(s), gpu_key(s.labels, mapping))
+                if id(s) not in keys:
+                    keys[id(s)] = gpu_key(s.labels, mapping, index)
+                key = keys[id(s)]
                 if key is not None:
                     mine.add(key)
         for key in mine:

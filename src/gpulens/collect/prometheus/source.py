@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpulens.cluster_schema import SEQUENCE_SCHEMA
 from gpulens.collect.prometheus import cluster
@@ -185,7 +186,7 @@ class PrometheusSource:
             step_s=step_s,
             family=family,
             series_names=sorted(s.name for _, c in found for specs in c.values() for s in specs),
-            families=dict(merged.gpus),
+            families=dict(merged.gpus) or _gpus_of(family, tables),
             pending_workloads=pending,
             points=points,
         )
@@ -247,6 +248,14 @@ class PrometheusSource:
             self.query(KUEUE_PENDING, "avg", lo, hi, step_s) if KUEUE_PENDING in present else []
         )
         return cluster.kueue_sequence(quota, usage, step_s), cluster.pending_workloads(pending)
+
+
+def _gpus_of(family: str | None, tables: ReadingTables) -> dict[str, int]:
+    """{family: GPU entities in the tables} for a range read from one family."""
+    gpu = tables.gpu
+    if family is None or "gpu_uuid" not in gpu.column_names:
+        return {}
+    return {family: len(pc.unique(gpu["gpu_uuid"]))}
 
 
 def _join(parts: Sequence[Series]) -> Series:

@@ -54,18 +54,36 @@ class ReadingTables:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
-def identity(labels: Mapping[str, str], mapping: SeriesMap) -> dict[str, str]:
-    """gpulens labels of one series (GPU identity, holder, queue) by the mapping's label
-    candidates; `host` from `instance` loses its port; a MIG instance gets its own UUID."""
-    out: dict[str, str] = {}
+#: series label → (gpulens label, rank among its candidates), for one mapping
+LabelIndex = dict[str, list[tuple[str, int]]]
+
+
+def label_index(mapping: SeriesMap) -> LabelIndex:
+    """Which gpulens labels each series label may carry, and with what rank (lower wins):
+    `identity` looks up only the labels a series has, not every candidate of every key."""
+    index: LabelIndex = {}
     for key, candidates in mapping.labels.items():
-        for name in candidates:
-            value = labels.get(name)
-            if value:
-                if key == "host" and name == "instance":
-                    value = _strip_port(value)
-                out[key] = value
-                break
+        for rank, name in enumerate(candidates):
+            index.setdefault(name, []).append((key, rank))
+    return index
+
+
+def identity(
+    labels: Mapping[str, str], mapping: SeriesMap, index: LabelIndex | None = None
+) -> dict[str, str]:
+    """gpulens labels of one series (GPU identity, holder, queue) by the mapping's label
+    candidates (the first present wins); `host` from `instance` loses its port; a MIG
+    instance gets its own UUID. `index`: `label_index(mapping)`, when the caller has it."""
+    index = label_index(mapping) if index is None else index
+    out: dict[str, str] = {}
+    rank_of: dict[str, int] = {}
+    for name, value in labels.items():
+        if not value:
+            continue
+        for key, rank in index.get(name, ()):
+            if rank < rank_of.get(key, len(mapping.labels[key])):
+                rank_of[key] = rank
+                out[key] = _strip_port(value) if key == "host" and name == "instance" else value
     gi = out.get("mig_instance")
     uuid = out.get("gpu_uuid")
     if gi and uuid:
@@ -117,9 +135,10 @@ def build_tables(
     node_queues: dict[str, str] = {}
     skipped: dict[str, int] = {}
     parts: list[tuple[int, int, int, np.ndarray, np.ndarray]] = []  # ent, metric, holder, ts, v
+    index = label_index(mapping)
     for m_index, metric in enumerate(metrics):
         for spec, s in series[metric]:
-            ids = identity(s.labels, mapping)
+            ids = identity(s.labels, mapping, index)
             if "gpu_uuid" not in ids and "gpu_index" not in ids:
                 skipped["no_gpu"] = skipped.get("no_gpu", 0) + 1
                 continue
