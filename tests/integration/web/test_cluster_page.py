@@ -302,6 +302,10 @@ def test_page_renders_its_heat_map_without_console_errors(
         assert page.locator("#chart-heatmap .main-svg").count() > 0  # drawn, not only data
         for chart in ("queues", "offpeak", "forecast"):
             assert page.evaluate(f"() => document.getElementById('chart-{chart}').data.length")
+        page.wait_for_function(
+            "() => document.getElementById('now').textContent.includes('no collection')",
+            timeout=30_000,
+        )
         page.click("text=duty cycle")
         page.wait_for_function(
             "() => { const c = document.getElementById('chart-heatmap');"

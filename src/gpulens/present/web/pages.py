@@ -178,6 +178,8 @@ def render(
         "refresh": refresh if always_refresh or (window is not None and window.range) else None,
         "now_every_s": NOW_EVERY_S,
         "refresh_every_s": REFRESH_EVERY_S,
+        # `agent --no-collect`: nothing live here by design, not a stopped agent
+        "collecting": getattr(getattr(request.app.state, "ctx", None), "collecting", True),
     }
     html = ENV.get_template(template).render(
         request=request,

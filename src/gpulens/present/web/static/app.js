@@ -35,7 +35,10 @@
     if (!box) return;
     box.textContent = "";
     if (!now.live) {
-      box.appendChild(span("not live: showing stored history", "muted"));
+      var idle = page.collecting === false
+        ? "no collection on this agent: the cluster from Prometheus"
+        : "not live: showing stored history";
+      box.appendChild(span(idle, "muted"));
       return;
     }
     var t = new Date(now.ts_ns / 1e6).toISOString().replace("T", " ").slice(0, 19) + " UTC";
