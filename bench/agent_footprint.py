@@ -10,7 +10,16 @@ Resident memory is split into anonymous pages (the heap: Python objects, Arrow a
 buffers) and file pages (the shared libraries' code and data that were touched: DuckDB's and
 pyarrow's are most of it). Prints one row per sample, then the CPU as a share of one core
 over the whole window after `--warmup`, and the RSS growth from the first to the last sample.
-Target (issue 15): RSS ≤ 150 MB and ≤ 1 % of one core, both flat.
+Target (issue 15): RSS ≤ 150 MB and ≤ 1 % of one core of the agent's own work, both flat.
+
+The simulator's own cost is then measured apart and taken off: the same simulated fleet's
+sources (the simulated NVML binding under the real NVML collector, and the simulated host
+collector) run here for as many 1 s ticks as the agent ran, on a clock that steps a second
+between ticks and runs in real time within one (as the agent's does: each call then sees a
+new instant, which the simulated GPUs answer by recomputing their state), and the CPU
+time of this thread inside the simulated binding's calls and the simulated host collector is
+what a real node replaces with NVML's calls and /proc reads. "Agent's own" = the agent
+process's CPU minus that share (on the same machine, so under the same load).
 
 `--dashboard` also GETs the dashboard's Fleet page data every 15 s, to show what a viewer adds.
 `--hide pandas` runs the agent as if pandas were not installed (gpulens does not depend on it,
@@ -30,10 +39,15 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from agent_process import clean_env, free_port, wait_ready
+from gpulens.app import session
+from gpulens.clock import FakeClock
+from gpulens.collect.nvml.collector import NvmlCollector
+from gpulens.config import load_config
 
 SAMPLE_EVERY = 5.0
 
@@ -67,6 +81,67 @@ def hide(root: Path, packages: list[str]) -> str:
             f"raise ImportError('{name} is hidden by bench/agent_footprint.py --hide')\n"
         )
     return str(root)
+
+
+class TimedBinding:
+    """A binding whose every call's CPU time (this thread's) is added up."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.inside_ns = 0
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._inner, name)
+        if not callable(fn):
+            return fn
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time_ns()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.inside_ns += time.thread_time_ns() - t0
+
+        self.__dict__[name] = timed
+        return timed
+
+
+class TickClock(FakeClock):
+    """A FakeClock set at each tick that also moves in real time after it is set."""
+
+    def set(self, ns: int) -> None:
+        super().set(ns)
+        self._set_at = time.perf_counter_ns()
+
+    def now_ns(self) -> int:
+        return super().now_ns() + time.perf_counter_ns() - self._set_at
+
+
+def simulator_cpu_per_tick(gpus: int, ticks: int) -> tuple[float, float]:
+    """(simulated NVML binding, simulated host collector) CPU seconds per 1 s tick of the
+    fleet the agent runs (1 host × `gpus`), over its first `ticks` seconds."""
+    cfg = load_config(
+        env={},
+        overrides={"collect.collectors": ["simulated"], "simulated.hosts": 1,
+                   "simulated.gpus_per_host": gpus},
+    )  # fmt: skip
+    start = time.time_ns() // 1_000_000_000 * 1_000_000_000
+    clock = TickClock(start)
+    clock.set(start)
+    fleet = session.simulated_fleet(cfg, start)
+    host = fleet.hosts[0]
+    binding = TimedBinding(fleet.binding(host, clock))
+    nvml = NvmlCollector(binding, host, fleet.identity(host), name=f"nvml@{host}")
+    host_collector = fleet.host_collector(host)
+    host_ns = 0
+    for i in range(ticks):
+        now = start + i * 1_000_000_000
+        clock.set(now)
+        list(nvml.collect(now))
+        t0 = time.thread_time_ns()
+        list(host_collector.collect(now))
+        host_ns += time.thread_time_ns() - t0
+    return binding.inside_ns / 1e9 / ticks, host_ns / 1e9 / ticks
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
@@ -157,6 +232,12 @@ def main() -> None:
     print(f"\nCPU after {args.warmup:g} s: {cpu_share:.2f} % of a core; RSS "
           f"{after[0][1] / 1e6:.0f} → {rows[-1][1] / 1e6:.0f} MB ({growth:+.1f} %); "
           f"failed requests: {len(failures)}")  # fmt: skip
+    binding_s, host_s = simulator_cpu_per_tick(args.gpus, max(60, round(args.seconds)))
+    sim_share = 100 * (binding_s + host_s)  # one tick a second
+    print(f"simulator: {1e3 * binding_s:.2f} ms (simulated NVML binding) + {1e3 * host_s:.2f} ms "
+          f"(simulated host) of CPU per tick = {sim_share:.2f} % of a core; the agent's own "
+          f"work: {cpu_share - sim_share:.2f} % of a core; load average "
+          f"{os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":
