@@ -72,6 +72,30 @@ def rss_split(pid: int) -> tuple[int, int]:
     return fields.get("RssAnon", 0), fields.get("RssFile", 0)
 
 
+def rss_by_part(pid: int) -> dict[str, int]:
+    """Resident bytes of `pid` by what they are (/proc/PID/smaps): anonymous memory (the heap:
+    Python objects, Arrow's and DuckDB's buffers, thread stacks), then the pages touched of
+    DuckDB's library, Arrow's (pyarrow's), numpy's, the interpreter's and the rest."""
+    parts: dict[str, int] = {}
+    where = "anonymous"
+    with Path(f"/proc/{pid}/smaps").open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                path = head[5] if len(head) > 5 else ""
+                where = (
+                    "anonymous" if not path.startswith("/")
+                    else "duckdb" if "duckdb" in path
+                    else "arrow (pyarrow)" if "/pyarrow/" in path
+                    else "numpy (+ OpenBLAS)" if "numpy" in path
+                    else "python" if "libpython" in path or Path(path).name.startswith("python3")
+                    else "other libraries"
+                )  # fmt: skip
+            elif line.startswith("Rss:"):
+                parts[where] = parts.get(where, 0) + int(head[1]) * 1024
+    return parts
+
+
 def hide(root: Path, packages: list[str]) -> str:
     """A folder that, first on the path, makes importing each of `packages` fail as if it were
     not installed."""
@@ -207,6 +231,7 @@ def main() -> None:
                 if now - started < args.warmup:
                     first_cpu = cpu
                 last_cpu, last_t = cpu, now
+            parts = rss_by_part(popen.pid)
         finally:
             stop.set()
             popen.send_signal(signal.SIGTERM)
@@ -232,6 +257,9 @@ def main() -> None:
     print(f"\nCPU after {args.warmup:g} s: {cpu_share:.2f} % of a core; RSS "
           f"{after[0][1] / 1e6:.0f} → {rows[-1][1] / 1e6:.0f} MB ({growth:+.1f} %); "
           f"failed requests: {len(failures)}")  # fmt: skip
+    print("\nRSS at the end by part: " + "; ".join(
+        f"{name} {size / 1e6:.0f} MB" for name, size in sorted(parts.items(), key=lambda kv: -kv[1])
+    ))  # fmt: skip
     binding_s, host_s = simulator_cpu_per_tick(args.gpus, max(60, round(args.seconds)))
     sim_share = 100 * (binding_s + host_s)  # one tick a second
     print(f"simulator: {1e3 * binding_s:.2f} ms (simulated NVML binding) + {1e3 * host_s:.2f} ms "
