@@ -22,8 +22,10 @@ import ctypes
 import ipaddress
 import math
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -75,6 +77,8 @@ STORE_MIN_AGE_S = 30.0  # under --speed, on the wall clock
 #: glibc malloc arenas the agent's threads share (glibc makes up to 8 per core; each keeps
 #: the memory freed in it)
 MALLOC_ARENAS = 2
+#: the thread that reads the Cluster page from Prometheus (`agent --prometheus URL`)
+CLUSTER_THREAD = "gpulens-cluster"
 M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
 #: seconds between the HTTP server's housekeeping ticks (uvicorn's own: 0.1 s, which costs
 #: ~0.2 % of a core on an idle agent; the Date header it refreshes has a 1 s resolution, and a
@@ -417,7 +421,7 @@ class Agent:
         if self.collect and self.speed != 1.0:
             work.append((self._maintenance_loop, "gpulens-maintenance"))
         if self.cluster is not None and self.cluster.prometheus:
-            work.append((self._cluster_loop, "gpulens-cluster"))
+            work.append((self._cluster_loop, CLUSTER_THREAD))
         for target, name in work:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -426,13 +430,15 @@ class Agent:
     def shutdown(self, timeout_s: float = SHUTDOWN_S) -> bool:
         """Stop the background work within `timeout_s`: the recorder flushes its buffer, a
         findings pass still running is abandoned. False when the recorder did not finish in
-        time (its last readings may not be stored)."""
+        time (its last readings may not be stored). A Prometheus read of the Cluster page in
+        flight is abandoned at once: it only reads, into its own temporary store."""
         self.stop.set()
         deadline = time.monotonic() + timeout_s
-        for thread in self._threads:
+        waited = [t for t in self._threads if t.name != CLUSTER_THREAD]
+        for thread in waited:
             thread.join(max(0.0, deadline - time.monotonic()))
-        recorded = not any(t.is_alive() and t.name == "gpulens-record" for t in self._threads)
-        if not any(t.is_alive() for t in self._threads):
+        recorded = not any(t.is_alive() and t.name == "gpulens-record" for t in waited)
+        if not any(t.is_alive() for t in waited):
             self.context.close()  # a findings pass still running holds the store: leave it
         self.live.close()
         return recorded
@@ -450,22 +456,23 @@ class Agent:
             timeout_graceful_shutdown=1,  # an open request does not hold up the shutdown
         )
         server = self._server = _Server(config, on_stop=self.stop.set)
-        self.start_background()
-        if on_ready is not None:
-            ready = threading.Thread(
-                target=_announce, args=(server, self.url, on_ready), daemon=True
-            )
-            ready.start()
-        previous = {sig: signal.signal(sig, server.stop_on) for sig in STOP_SIGNALS}
-        try:
-            server.run(sockets=[sock])
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            sock.close()
-            since = server.stop_requested or time.monotonic()
-            left = SHUTDOWN_S - EXIT_MARGIN_S - (time.monotonic() - since)
-            recorded = self.shutdown(max(EXIT_MARGIN_S, left))
+        with _scratch(self.cluster is not None and self.cluster.prometheus):
+            self.start_background()
+            if on_ready is not None:
+                ready = threading.Thread(
+                    target=_announce, args=(server, self.url, on_ready), daemon=True
+                )
+                ready.start()
+            previous = {sig: signal.signal(sig, server.stop_on) for sig in STOP_SIGNALS}
+            try:
+                server.run(sockets=[sock])
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+                sock.close()
+                since = server.stop_requested or time.monotonic()
+                left = SHUTDOWN_S - EXIT_MARGIN_S - (time.monotonic() - since)
+                recorded = self.shutdown(max(EXIT_MARGIN_S, left))
         if not recorded:
             raise CollectError(
                 f"the recorder did not stop within {SHUTDOWN_S:g} s, so the readings buffered "
@@ -537,6 +544,23 @@ class _Server(uvicorn.Server):
             with contextlib.suppress(RuntimeError):  # the loop has closed already
                 loop.call_soon_threadsafe(wake.set)
         self.on_stop()
+
+
+@contextlib.contextmanager
+def _scratch(own: bool) -> Iterator[None]:
+    """With `own`, the process's temporary files in a directory of their own, removed at the
+    end: a Cluster page read abandoned at shutdown leaves its temporary store there, not in
+    the system's temporary directory."""
+    if not own:
+        yield
+        return
+    root = tempfile.mkdtemp(prefix="gpulens-agent-")
+    previous, tempfile.tempdir = tempfile.tempdir, root
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:

@@ -60,13 +60,15 @@ class Agent:
             return self.proc.wait()
 
 
-def start_agent(home: Path, prometheus_url: str, *extra: str) -> Agent:
+def start_agent(home: Path, prometheus_url: str, *extra: str, tmpdir: Path | None = None) -> Agent:
     """`gpulens agent --prometheus URL --no-collect` on a free port, with a data directory
-    that does not exist (and must not be created)."""
+    that does not exist (and must not be created); `tmpdir`: its TMPDIR."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
     data_dir = home / "never-created"
     env["GPULENS_DATA_DIR"] = str(data_dir)
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     log = home / f"agent-{port}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -105,15 +107,22 @@ def wait_read(agent: Agent, after_ns: int = 0, error: bool = False) -> dict[str,
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Agent, dict[str, Any]]]:
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """(a working directory, the URL of Debian's Prometheus over the backfilled cluster)."""
     home = tmp_path_factory.mktemp("cluster-page")
     backfill(SPEC, home / "data", home)
     with Prometheus(home, home / "data") as server:
-        agent = start_agent(home, server.url, "--since", SINCE, "--until", UNTIL)
-        try:
-            yield agent, wait_read(agent)
-        finally:
-            assert agent.stop() == 0, agent.log.read_text()[-2000:]
+        yield home, server.url
+
+
+@pytest.fixture(scope="module")
+def cluster(prometheus: tuple[Path, str]) -> Iterator[tuple[Agent, dict[str, Any]]]:
+    home, url = prometheus
+    agent = start_agent(home, url, "--since", SINCE, "--until", UNTIL)
+    try:
+        yield agent, wait_read(agent)
+    finally:
+        assert agent.stop() == 0, agent.log.read_text()[-2000:]
     assert not agent.data_dir.exists()  # no local store was written
 
 
@@ -342,6 +351,19 @@ def test_a_recording_agents_cluster_page_renders_its_store(demo: Any, browser: A
     finally:
         context.close()
     assert errors == []
+
+
+def test_a_read_in_flight_does_not_hold_up_the_shutdown(
+    prometheus: tuple[Path, str], tmp_path: Path
+) -> None:
+    home, url = prometheus
+    agent = start_agent(home, url, "--since", SINCE, "--until", UNTIL, tmpdir=tmp_path)
+    status = httpx.get(f"{agent.url}/api/cluster", timeout=30).json()["status"]
+    assert status["reading"] and status["refreshed_ns"] is None  # the first read, 30 days
+    started = time.monotonic()
+    assert agent.stop() == 0
+    assert time.monotonic() - started < 3.0  # the read is abandoned, not waited for
+    assert list(tmp_path.iterdir()) == []  # and its temporary store is gone with the agent
 
 
 # -- Prometheus away ---------------------------------------------------------------------------
