@@ -89,7 +89,12 @@ class ClusterFeed:
         self._build = build
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()  # one build at a time (each may take seconds)
-        label = f"Prometheus {url}" if url is not None else f"store {cfg.data_dir}"
+        self.public_url = None  # the URL without user and password, for the page and logs
+        if url is not None:
+            from gpulens.collect.dcgm.scrape import public_url
+
+            self.public_url = public_url(url)
+        label = f"Prometheus {self.public_url}" if url is not None else f"store {cfg.data_dir}"
         self._state = FeedState(source=label, every_s=self.every_s if url else None)
         self._failures = 0
         self._windows: OrderedDict[tuple[int, int, int], tuple[float, FeedState]] = OrderedDict()

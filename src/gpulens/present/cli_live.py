@@ -143,7 +143,7 @@ def agent(
         if speed is not None:
             raise ConfigError("--speed paces collectors: --no-collect has none")
         err.print(
-            f"gpulens agent: no collection; the cluster from {cluster.url} every "
+            f"gpulens agent: no collection; the cluster from {cluster.public_url} every "
             f"{cluster.every_s:g} s"
         )
         serve_agent(cfg, [], show_token, collect=False, cluster=cluster)

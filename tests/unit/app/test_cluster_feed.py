@@ -77,6 +77,13 @@ def test_a_failed_read_keeps_the_last_data_and_is_retried_sooner(tmp_path: Path)
     assert {end - start for start, end in reads.windows} == {86400 * NS}  # the sliding window
 
 
+def test_a_password_in_the_url_is_not_shown(tmp_path: Path) -> None:
+    cfg = load_config(None, overrides={"data_dir": str(tmp_path)})
+    f = ClusterFeed(cfg, "https://ops:s3cret@prometheus.example:9090", build=Reads(object()))
+    assert f.state().source == "Prometheus https://prometheus.example:9090"
+    assert "s3cret" not in f.refresh().source and f.url is not None and "s3cret" in f.url
+
+
 def test_the_refresh_interval_is_bounded(tmp_path: Path) -> None:
     for bad in (MIN_EVERY_S - 1, MAX_EVERY_S + 1, 0.0):
         with pytest.raises(ConfigError, match="--cluster-every"):
