@@ -27,6 +27,9 @@ TYPOS: dict[str, tuple[str, str]] = {
     "rules": ("--idle-fro", "--idle-for"),
     "fleet": ("--sequnce", "--sequence"),
     "digest": ("--perod", "--period"),
+    "enforce": ("--dry-rn", "--dry-run"),
+    "alerts": ("--hlep", "--help"),
+    "profile": ("--stpes", "--steps"),
 }
 #: command → arguments that leave out a required argument or an option's value
 MISSING: dict[str, list[str]] = {
@@ -42,6 +45,9 @@ MISSING: dict[str, list[str]] = {
     "rules": ["--output"],
     "fleet": ["--sequence"],
     "digest": ["--period"],
+    "enforce": ["--prometheus"],
+    "alerts": ["receive", "--listen"],
+    "profile": ["--steps"],
 }
 #: a mistyped command → the command it should suggest
 COMMAND_TYPOS = {
@@ -57,6 +63,9 @@ COMMAND_TYPOS = {
     "rulse": "rules",
     "flete": "fleet",
     "dgiest": "digest",
+    "enfroce": "enforce",
+    "alrets": "alerts",
+    "porfile": "profile",
 }
 
 

@@ -13,9 +13,9 @@ from typing import IO, Annotated, Any
 
 import typer
 
-from gpulens.present.console import app, err
+from gpulens.present.console import UsageApp, app, err
 
-alerts_app = typer.Typer(
+alerts_app = UsageApp(
     no_args_is_help=True, help="Receive Alertmanager's notifications of gpulens alerts."
 )
 app.add_typer(alerts_app, name="alerts")

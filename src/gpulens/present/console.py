@@ -26,7 +26,7 @@ class UsageCommand(TyperCommand):
             raise
 
 
-class _App(typer.Typer):
+class UsageApp(typer.Typer):
     """A Typer app whose commands are `UsageCommand`s unless they name their class."""
 
     def command(
@@ -36,7 +36,7 @@ class _App(typer.Typer):
         return super().command(*args, **kwargs)
 
 
-app = _App(
+app = UsageApp(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # --debug tracebacks must not print the token
