@@ -92,7 +92,7 @@ def run_measured(args: list[str]) -> tuple[float, float, str, float]:
     return wall, usage.ru_maxrss / 1024, text, usage.ru_utime + usage.ru_stime
 
 
-def bench(name: str, runs: int) -> None:
+def bench(name: str, runs: int, plans: bool = False) -> None:
     spec, target = CASES[name]
     root = cached_tsdb(name, spec)
     with Prometheus(root / "home", root / "data") as server:
@@ -103,6 +103,8 @@ def bench(name: str, runs: int) -> None:
             "report": ["report", "--prometheus", server.url, *window, "--format", "json",
                        "--data-dir", str(root / "unused")],
         }  # fmt: skip
+        if plans:  # the report with the fleet plans and a 7-day forecast (issue 18)
+            commands["report --plans"] = [*commands["report"], "--plans", "--forecast", "7d"]
         gpus = spec.nodes * spec.gpus
         samples = gpus * 10 * round(spec.days * 86400 / spec.scrape_s)
         print(f"\n{name}: {gpus} GPUs, {spec.days:g} days at {spec.scrape_s} s, 10 families: "
@@ -122,6 +124,15 @@ def bench(name: str, runs: int) -> None:
                 print(f"  {what} run {i + 1}: {wall:.1f} s wall, gpulens CPU {cpu:.1f} s, "
                       f"Prometheus CPU {prom_cpu[-1]:.1f} s, peak RSS {peak:.0f} MB; "
                       f"{read}")  # fmt: skip
+                if "plans" in doc:
+                    p = doc["plans"]
+                    f, c = p.get("forecast") or {}, p.get("consolidation") or {}
+                    o = p.get("offpeak") or {}
+                    print(f"    plans: forecast {f.get('model')} (test MASE "
+                          f"{f.get('test_mase')}, seasonal naive {f.get('baseline_mase')}); "
+                          f"consolidation {len(c.get('moves', []))} moves freeing "
+                          f"{c.get('gpus_freed')} GPUs of {c.get('jobs_considered')} jobs; "
+                          f"off-peak peak {o.get('peak_gpus')} GPUs")  # fmt: skip
             spread = f"{min(walls):.1f}–{max(walls):.1f}"
             print(f"  {what}: median {statistics.median(walls):.1f} s wall ({spread} s), "
                   f"gpulens CPU {statistics.median(cpus):.1f} s, Prometheus CPU "
@@ -133,9 +144,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--case", choices=[*CASES, "all"], default="all")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--plans", action="store_true", help="also time `report --plans --forecast 7d`"
+    )
     args = parser.parse_args()
     for name in CASES if args.case == "all" else [args.case]:
-        bench(name, args.runs)
+        bench(name, args.runs, args.plans)
 
 
 if __name__ == "__main__":

@@ -268,10 +268,13 @@ class QueryOnce(Store):
     interval frame of 512 GPUs × 7 days that is about 0.45 GB beside the 0.18 GB frame, held
     through the whole analysis that follows. The temporary store of `report --prometheus` is
     queried a handful of times, so a connection per query costs little and returns that
-    memory at once (the result's Arrow buffers outlive the connection)."""
+    memory at once (the result's Arrow buffers outlive the connection). Each connection runs
+    one thread: DuckDB's working memory grows with its threads, and one thread takes the
+    frame query's peak down by another 0.12-0.15 GB for about 1 s (bench/README.md)."""
 
     def query(self, sql: str, params: Params = None) -> pa.Table:
         with Store(self.data_dir) as store:
+            store.query("SET threads = 1")
             return store.query(sql, params)
 
 
