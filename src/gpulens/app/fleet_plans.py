@@ -28,6 +28,8 @@ from gpulens.errors import ConfigError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from gpulens.store import Store
+
 _HORIZON = re.compile(r"^(\d+)\s*([hdw])$")
 _HOURS = {"h": 1, "d": 24, "w": 168}
 MAX_HORIZON_H = 28 * 24
@@ -143,14 +145,15 @@ def report_plans(
     start_ns: int | None = None,
     end_ns: int | None = None,
     kueue: pa.Table | None = None,
+    store: Store | None = None,
 ) -> FleetPlans:
     """The plans of `gpulens report` over the store of `cfg` (for `--prometheus`, the range's
     temporary store): the GPU readings per queue (node → queue from `node_queues`), or
     `kueue`'s sequence when it has rows. A forecast the history cannot support is a note,
-    not an error: the report stands without it."""
+    not an error: the report stands without it. `store`: read through this one (`fleet_usage`)."""
     from gpulens.app.fleet_usage import usage
 
-    used = usage(cfg, node_queues or {}, start_ns, end_ns)
+    used = usage(cfg, node_queues or {}, start_ns, end_ns, store)
     if used is None:
         return FleetPlans(notes=["plans: no GPU readings in this window"])
     notes: list[str] = []

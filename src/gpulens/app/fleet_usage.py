@@ -26,6 +26,7 @@ from gpulens.config import Config
 from gpulens.findings.context import IDLE_RULE
 from gpulens.findings.engine import build_context, run_rules
 from gpulens.findings.model import Finding
+from gpulens.store import Store
 from gpulens.store.frames import gpu_intervals
 
 NS = 1_000_000_000
@@ -107,9 +108,12 @@ def usage(
     node_queues: Mapping[str, str],
     start_ns: int | None = None,
     end_ns: int | None = None,
+    store: Store | None = None,
 ) -> UsageView | None:
-    """The usage of the store of `cfg` per queue, team and user (None: no GPU readings)."""
-    store = session.open_store(cfg.data_dir)
+    """The usage of the store of `cfg` per queue, team and user (None: no GPU readings).
+    `store`: read through this one instead (left open: the caller's)."""
+    own = store is None
+    store = session.open_store(cfg.data_dir) if store is None else store
     try:
         first, last = store.time_bounds()
         lo = start_ns if start_ns is not None else first
@@ -120,7 +124,8 @@ def usage(
         frame = gpu_intervals(store, step_s=step_s, start_ns=start_ns, end_ns=end_ns,
                               max_gap_s=max_gap)  # fmt: skip
     finally:
-        store.close()
+        if own:
+            store.close()
     if frame.num_rows == 0:
         return None
     settings = session.analysis_settings(cfg)

@@ -249,14 +249,19 @@ def report_with_plans(
             _hand_back()
             from gpulens.app.fleet_plans import report_plans
 
-            plans = report_plans(
-                got.cfg,
-                request,
-                queues,
-                round(got.prom.start_s * NS),
-                round(got.prom.end_s * NS),
-                kueue=got.prom.sequence,
-            )
+            store = QueryOnce(got.cfg.data_dir)
+            try:
+                plans = report_plans(
+                    got.cfg,
+                    request,
+                    queues,
+                    round(got.prom.start_s * NS),
+                    round(got.prom.end_s * NS),
+                    kueue=got.prom.sequence,
+                    store=store,
+                )
+            finally:
+                store.close()
     view.notes[:0] = got.notes
     return view, plans
 
