@@ -236,10 +236,15 @@ def _run(src: FleetSources, cfg: Config | None, got: Pulled | None) -> FleetView
     used = None
     if got is not None:
         from gpulens.app.fleet_usage import usage
+        from gpulens.app.prometheus import QueryOnce
 
         queues = {**got.prom.tables.node_queues, **_node_queues(all_nodes), **src.node_queues}
         start_ns, end_ns = round(got.prom.start_s * 1e9), round(got.prom.end_s * 1e9)
-        used = usage(got.cfg, queues, start_ns, end_ns)
+        store = QueryOnce(got.cfg.data_dir)  # the temporary store: no query's memory kept
+        try:
+            used = usage(got.cfg, queues, start_ns, end_ns, store)
+        finally:
+            store.close()
         if used is not None:
             notes.extend(used.notes)
     elif src.data_dir:

@@ -28,6 +28,7 @@ from gpulens.errors import ConfigError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from gpulens.app.analysis import ReportView
     from gpulens.store import Store
 
 _HORIZON = re.compile(r"^(\d+)\s*([hdw])$")
@@ -185,3 +186,41 @@ def report_plans(
         got = run_plans(view, None, request.plans, request.batch_queues)
         notes.append(f"no forecast: {str(exc).removeprefix('--forecast: ')}")
     return FleetPlans(got.forecast, got.offpeak, got.consolidation, [*notes, *got.notes])
+
+
+def report_with_plans(
+    cfg: Config,
+    url: str | None,
+    start_ns: int | None,
+    end_ns: int | None,
+    now_ns: int,
+    scope: Mapping[str, str] | None = None,
+    step_s: float | None = None,
+    by: str | None = None,
+    node_queues: Mapping[str, str] | None = None,
+    request: PlanRequest | None = None,
+) -> tuple[ReportView, FleetPlans | None]:
+    """`gpulens report --prometheus URL` and, with a `request` (`--plans/--forecast`), the
+    plans of the same range, read from the report's temporary store (`report_plans`)."""
+    from gpulens.app.prometheus import NS, Pulled, QueryOnce, report_then
+
+    def plans_of(got: Pulled, queues: dict[str, str]) -> FleetPlans:
+        assert request is not None
+        store = QueryOnce(got.cfg.data_dir)  # keeps no query's memory
+        try:
+            return report_plans(
+                got.cfg,
+                request,
+                queues,
+                round(got.prom.start_s * NS),
+                round(got.prom.end_s * NS),
+                kueue=got.prom.sequence,
+                store=store,
+            )
+        finally:
+            store.close()
+
+    return report_then(
+        cfg, url, start_ns, end_ns, now_ns, scope, step_s, by, node_queues,
+        then=plans_of if request is not None else None,
+    )  # fmt: skip

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -39,9 +39,6 @@ from gpulens.errors import CollectError, ConfigError
 from gpulens.model import Kind
 from gpulens.store import Commit, SegmentWriter, Store
 from gpulens.store.query import Params
-
-if TYPE_CHECKING:  # the plans' modules are imported only when a plan is asked for
-    from gpulens.app.fleet_plans import FleetPlans, PlanRequest
 
 NS = 1_000_000_000
 DAY_S = 86_400
@@ -199,13 +196,16 @@ def report(
     """`gpulens report --prometheus URL`: the same report as on a store (default window: the
     last 7 days; default step: the report's automatic one for the span). `reshape`: see
     `pulled`."""
-    view, _ = report_with_plans(
+    view, _ = report_then(
         cfg, url, start_ns, end_ns, now_ns, scope, step_s, by, node_queues, reshape=reshape
     )
     return view
 
 
-def report_with_plans(
+T = TypeVar("T")
+
+
+def report_then(
     cfg: Config,
     url: str | None,
     start_ns: int | None,
@@ -215,12 +215,12 @@ def report_with_plans(
     step_s: float | None = None,
     by: str | None = None,
     node_queues: Mapping[str, str] | None = None,
-    request: PlanRequest | None = None,
+    then: Callable[[Pulled, dict[str, str]], T] | None = None,
     reshape: Callable[[PromRange], list[str]] | None = None,
-) -> tuple[ReportView, FleetPlans | None]:
-    """`report` and, with a `request` (`report --plans/--forecast`), the fleet plans of the
-    same range (`fleet_plans.report_plans`, read from the same temporary store, after the
-    report's analysis has returned its memory)."""
+) -> tuple[ReportView, T | None]:
+    """`report`, then `then(pulled, node → queue)` on the same temporary store before it
+    goes, after the report's analysis has returned its memory (`report --plans`:
+    `fleet_plans.report_with_plans`)."""
     if by is not None and by not in analysis.BY_COLUMNS:
         raise ConfigError(f"--by {by!r}: use one of {', '.join(analysis.BY_COLUMNS)}")
     start, end = window(start_ns, end_ns, now_ns, 7 * DAY_S)
@@ -244,26 +244,12 @@ def report_with_plans(
             )
         finally:
             store.close()
-        plans = None
-        if request is not None:
+        after = None
+        if then is not None:
             _hand_back()
-            from gpulens.app.fleet_plans import report_plans
-
-            store = QueryOnce(got.cfg.data_dir)
-            try:
-                plans = report_plans(
-                    got.cfg,
-                    request,
-                    queues,
-                    round(got.prom.start_s * NS),
-                    round(got.prom.end_s * NS),
-                    kueue=got.prom.sequence,
-                    store=store,
-                )
-            finally:
-                store.close()
+            after = then(got, queues)
     view.notes[:0] = got.notes
-    return view, plans
+    return view, after
 
 
 class QueryOnce(Store):
@@ -394,6 +380,6 @@ __all__ = [
     "ingest",
     "pulled",
     "report",
-    "report_with_plans",
+    "report_then",
     "source",
 ]

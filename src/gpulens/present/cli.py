@@ -669,7 +669,7 @@ def report(
     if record is not None:
         view = job_range.report(cfg, prometheus, record, now, step)
     elif prometheus is not None:
-        from gpulens.app.prometheus import report_with_plans
+        from gpulens.app.fleet_plans import report_with_plans
 
         view, fleet_plans = report_with_plans(
             cfg, prometheus, start_ns, end_ns, now, scope, step, by, queues, request

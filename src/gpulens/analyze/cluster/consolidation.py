@@ -25,9 +25,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 # (compute sevenths, memory eighths) of the MIG profiles of A100/H100/H200
 MIG_PROFILES: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (4, 4))
@@ -213,37 +214,65 @@ def consolidation_plan(
 def job_loads(frame: pa.Table) -> list[JobLoad]:
     """One `JobLoad` per job of an interval frame (`job_id`, `gpu_uuid`, `sm_active`,
     `memory_used_bytes`, `memory_total_bytes`, `covered_s`; `host`, `queue` when present):
-    its GPUs (distinct GPUs seen), SM activity averaged over the time covered, peak memory."""
+    its GPUs (distinct GPUs seen), SM activity averaged over the time covered, peak memory.
+    Grouped in Arrow (a row per interval of a month of a large fleet is millions of rows)."""
     cols = set(frame.column_names)
     need = {"job_id", "gpu_uuid", "sm_active", "memory_used_bytes", "memory_total_bytes"}
     if frame.num_rows == 0 or not need <= cols:
         return []
-    picked = [c for c in (*need, "covered_s", "host", "queue") if c in cols]
-    acc: dict[str, dict[str, Any]] = {}
-    for row in frame.select(picked).to_pylist():
-        job = row["job_id"]
-        if job is None:
-            continue
-        a = acc.setdefault(str(job), {"gpus": set(), "sm": 0.0, "w": 0.0, "mem": math.nan,
-                                      "total": math.nan, "host": row.get("host") or "",
-                                      "queue": row.get("queue") or ""})  # fmt: skip
-        a["gpus"].add(row["gpu_uuid"])
-        weight = float(row.get("covered_s") or 0.0)
-        if row["sm_active"] is not None and weight > 0:
-            a["sm"] += float(row["sm_active"]) * weight
-            a["w"] += weight
-        for key, col in (("mem", "memory_used_bytes"), ("total", "memory_total_bytes")):
-            if row[col] is not None:
-                a[key] = float(row[col]) if math.isnan(a[key]) else max(a[key], float(row[col]))
-    return [
-        JobLoad(
-            job=job,
-            gpus=float(len(a["gpus"])),
-            sm_active=a["sm"] / a["w"] if a["w"] > 0 else math.nan,
-            memory_used_bytes=a["mem"],
-            memory_total_bytes=a["total"] if not math.isnan(a["total"]) else 0.0,
-            node=str(a["host"]),
-            queue=str(a["queue"]),
+    t = frame.filter(pc.is_valid(frame["job_id"]))
+    if t.num_rows == 0:
+        return []
+    n = t.num_rows
+    weight = (
+        pc.fill_null(pc.cast(t["covered_s"], pa.float64()), 0.0)
+        if "covered_s" in cols
+        else pa.array(np.zeros(n))
+    )
+    sm = pc.cast(t["sm_active"], pa.float64())
+    counted = pc.and_(pc.is_valid(sm), pc.greater(weight, 0.0))
+    counted = pc.fill_null(counted, False)
+
+    def text(name: str) -> pa.ChunkedArray | pa.Array:
+        if name not in cols:
+            return pa.array([""] * n, pa.string())
+        return pc.fill_null(pc.cast(t[name], pa.string()), "")
+
+    table = pa.table(
+        {
+            "job": pc.cast(t["job_id"], pa.string()),
+            "gpu": pc.cast(t["gpu_uuid"], pa.string()),
+            "smw": pc.if_else(counted, pc.multiply(sm, weight), 0.0),
+            "w": pc.if_else(counted, weight, 0.0),
+            "mem": pc.cast(t["memory_used_bytes"], pa.float64()),
+            "total": pc.cast(t["memory_total_bytes"], pa.float64()),
+            "host": text("host"),
+            "queue": text("queue"),
+        }
+    )
+    grouped = table.group_by("job", use_threads=False).aggregate(
+        [
+            ("gpu", "count_distinct"),
+            ("smw", "sum"),
+            ("w", "sum"),
+            ("mem", "max"),
+            ("total", "max"),
+            ("host", "first"),
+            ("queue", "first"),
+        ]
+    )
+    out = []
+    for row in grouped.to_pylist():
+        w = row["w_sum"] or 0.0
+        out.append(
+            JobLoad(
+                job=str(row["job"]),
+                gpus=float(row["gpu_count_distinct"]),
+                sm_active=(row["smw_sum"] or 0.0) / w if w > 0 else math.nan,
+                memory_used_bytes=math.nan if row["mem_max"] is None else float(row["mem_max"]),
+                memory_total_bytes=0.0 if row["total_max"] is None else float(row["total_max"]),
+                node=str(row["host_first"] or ""),
+                queue=str(row["queue_first"] or ""),
+            )
         )
-        for job, a in sorted(acc.items())
-    ]
+    return sorted(out, key=lambda j: j.job)
