@@ -5,8 +5,9 @@ machine falls on all of them alike): `gpulens trace --help`, `gpulens trace TINY
 (the start-up plus the whole analysis of a small trace), the imports `gpulens trace` needs to
 reach its work (entry point, parser, analyses, report: the fixed cost but for parsing the
 arguments, well under a millisecond), `python -c 'import numpy'` and `python -c pass`; median
-CPU time (user + system) beside, which load on the machine inflates less. Target: `gpulens
-trace`'s fixed cost ≤ 0.15 s.
+CPU time (user + system) beside, which load on the machine inflates less, and the peak RSS
+(what a process of that command holds at least: `import numpy` is the floor of any trace
+analysis). Target: `gpulens trace`'s fixed cost ≤ 0.15 s.
 
     python bench/startup.py [--runs 20] [--trace TINY.json.gz] [--module] [--src DIR]
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -42,15 +42,16 @@ except ImportError:
 """
 
 
-def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU (user + system) seconds of one run of `cmd`."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall and CPU (user + system) seconds and peak RSS (MiB) of one run of `cmd`."""
     start = time.perf_counter()
-    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return took, cpu
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -88,21 +89,23 @@ def main() -> None:
     }
     times: dict[str, list[float]] = {name: [] for name in cases}
     cpus: dict[str, list[float]] = {name: [] for name in cases}
+    peaks: dict[str, list[float]] = {name: [] for name in cases}
     for cmd in cases.values():  # one warm-up run each: the page cache, .pyc files
         wall(cmd, env)
     for _ in range(args.runs):
         for name, cmd in cases.items():
-            took, cpu = wall(cmd, env)
+            took, cpu, peak = wall(cmd, env)
             times[name].append(took)
             cpus[name].append(cpu)
+            peaks[name].append(peak)
     load = os.getloadavg()[0]
     print(f"{args.runs} runs each, alternating; load average {load:.1f}; TINY = {args.trace.name}")
     print()
-    print("| command | median wall s | min wall s | median CPU s |")
-    print("|---|---|---|---|")
+    print("| command | median wall s | min wall s | median CPU s | median peak RSS MiB |")
+    print("|---|---|---|---|---|")
     for name, ts in times.items():
-        cpu = statistics.median(cpus[name])
-        print(f"| {name} | {statistics.median(ts):.3f} | {min(ts):.3f} | {cpu:.3f} |")
+        cpu, peak = statistics.median(cpus[name]), statistics.median(peaks[name])
+        print(f"| {name} | {statistics.median(ts):.3f} | {min(ts):.3f} | {cpu:.3f} | {peak:.1f} |")
 
 
 if __name__ == "__main__":
