@@ -333,6 +333,14 @@ def test_report_on_replayed_dcgm_exporter_pages(shared: Path, tmp_path: Path) ->
             time.sleep(3)
             start = time.time()
             time.sleep(15)
+            # on a loaded machine Prometheus may scrape late: wait for 18 scrapes of each page
+            # since the start (at most a minute), so the window below holds at least 10
+            deadline = start + 60
+            while (
+                time.time() < deadline
+                and min(sum(t >= start for t, _ in got) for got in replayer.served.values()) < 18
+            ):
+                time.sleep(0.5)
             end = time.time()
             cfg = load_config(None, env={}, overrides={"data_dir": str(tmp_path / "unused")})
             view = prom_app.report(cfg, live.url, int(start * NS), int(end * NS), 0, step_s=1)
