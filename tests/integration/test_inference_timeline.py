@@ -1,5 +1,6 @@
-"""An engine fallback of a serving process on a GPU shows on that GPU's dashboard timeline as
-"TensorRT unavailable" (the chart's label and the events table)."""
+"""An engine fallback of a serving process on a GPU shows on that GPU's dashboard timeline and
+on the Workloads page's engine timeline as "TensorRT unavailable" (the charts' labels and the
+events tables), with the job it happened in."""
 
 from __future__ import annotations
 
@@ -59,6 +60,14 @@ def test_the_fallback_is_marked_on_the_gpu_timeline(tmp_path: Path) -> None:
     assert marks[0]["hovertext"][i].startswith("engine_fallback: TensorRT unavailable: ")
     page = client.get(f"/gpus/{gpu['gpu_uuid']}?range=1h", headers={"accept": "text/html"})
     assert "<td>TensorRT unavailable</td>" in page.text
+    # the jobs' engine timeline (Workloads) marks it too, naming the job and the host
+    figures = client.get("/charts/workloads?range=1h").json()["figures"]
+    (fallback,) = [t for t in figures["stack"]["data"] if t.get("name") == "engine fallbacks"]
+    assert fallback["text"] == ["TensorRT unavailable"]
+    assert fallback["hovertext"][0].startswith(f"job {gpu['job']} on {gpu['host']}: ")
+    page = client.get("/workloads?range=1h", headers={"accept": "text/html"})
+    row = page.text.split("<h2>Engine fallbacks</h2>", 1)[1].split("</table>", 1)[0]
+    assert f"<td>{gpu['job']}</td>" in row and "<td>TensorRT unavailable</td>" in row
 
 
 def importlib_find(name: str) -> bool:

@@ -67,6 +67,7 @@ class EventMark:
     category: str
     message: str | None
     job_id: str | None
+    host: str | None = None  # where the mark lists events of several hosts
 
     @property
     def label(self) -> str:

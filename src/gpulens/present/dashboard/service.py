@@ -242,7 +242,11 @@ class Dashboard:
         return self._page(window, "fleet", (), fleet_page)
 
     def workloads(self, window: Window) -> WorkloadsPage:
-        return self._page(window, "workloads", (), workloads_page)
+        def build(a: Analysed) -> WorkloadsPage:
+            page: WorkloadsPage = self.ctx.with_store(lambda s: workloads_page(a, s))
+            return page
+
+        return self._page(window, "workloads", (), build)
 
     def people(self, window: Window, by: str | None = None) -> PeoplePage:
         """The Jobs and users page; fairness by `by`, else by the configured quota group."""

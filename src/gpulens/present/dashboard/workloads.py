@@ -11,6 +11,7 @@ import numpy as np
 
 from gpulens.analyze import rollups
 from gpulens.analyze.engines import engine_timeline, recommend_engine_migration
+from gpulens.app.inference import FALLBACK, fallbacks
 from gpulens.present.dashboard.common import (
     ACTIVITY_KEYS,
     HOURS_KEYS,
@@ -22,7 +23,9 @@ from gpulens.present.dashboard.common import (
     rows,
     top_cause,
 )
+from gpulens.present.dashboard.gpu import EventMark
 from gpulens.present.dashboard.window import NS, WindowInfo
+from gpulens.store.query import Queryable
 
 #: the engine name shown for intervals without one (no process, or none attributed)
 NO_ENGINE = "unattributed"
@@ -77,6 +80,7 @@ class WorkloadsPage:
     stack: list[EngineSeries] = field(default_factory=list)
     engines: list[dict[str, Any]] = field(default_factory=list)
     migrations: list[dict[str, Any]] = field(default_factory=list)
+    fallbacks: list[EventMark] = field(default_factory=list)  # engine builds that failed
     notes: list[str] = field(default_factory=list)
 
 
@@ -92,12 +96,23 @@ def _kind(engine: str, a: Analysed) -> str:
     return "other"
 
 
-def workloads_page(a: Analysed) -> WorkloadsPage:
-    """The Workloads page of an analysed window."""
+def engine_fallbacks(store: Queryable, window: WindowInfo) -> list[EventMark]:
+    """The window's engine_fallback events (a serving process could not build the engine it
+    was asked for and served on eager), each a mark labelled as the GPU timeline labels it."""
+    return [
+        EventMark(int(r["ts"]), FALLBACK, FALLBACK, r["message"], r["job_id"], r["host"])
+        for r in fallbacks(store, window.start_ns, window.end_ns)
+    ]
+
+
+def workloads_page(a: Analysed, store: Queryable | None = None) -> WorkloadsPage:
+    """The Workloads page of an analysed window; with `store`, its engine fallbacks too."""
     w = a.window
     n = w.points
     page = WorkloadsPage(WindowInfo.of(w), a.settings.prices.currency)
     page.times_ns = [w.start_ns + i * w.step_s * NS for i in range(n)]
+    if store is not None:
+        page.fallbacks = engine_fallbacks(store, page.window)
     if a.empty:
         page.notes.append("no GPU readings in this window")
         return page

@@ -374,9 +374,31 @@ def gpu_figures(page: GpuPage) -> dict[str, Figure]:
 
 def workloads_figures(page: WorkloadsPage) -> dict[str, Figure]:
     x = _ms(page.times_ns)
+    marks = page.fallbacks[:MAX_EVENT_LINES]
+    heights = zip(*(e.sm_busy_gpus for e in page.stack), strict=True)  # one value per time
+    top = max((sum(v or 0 for v in at) for at in heights), default=0)
+    fallback_trace = {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": "engine fallbacks",
+        "x": [m.ts_ns // 1_000_000 for m in marks],
+        "y": [top * 1.05 or 1] * len(marks),
+        # labelled on the chart as on the GPU timeline: "TensorRT unavailable"
+        "text": [m.label for m in marks],
+        "hovertext": [
+            f"job {m.job_id or '?'} on {m.host or '?'}: {m.message or ''}" for m in marks
+        ],
+        "textposition": "top center",
+        "marker": {"symbol": "triangle-down", "size": 10, "color": EVENT_COLORS["engine_fallback"]},
+        "hovertemplate": "%{hovertext}<extra></extra>",
+    }
     stack = {
         "data": [
-            _line(f"{e.engine} ({e.kind})", x, e.sm_busy_gpus, stackgroup="sm") for e in page.stack
+            *(
+                _line(f"{e.engine} ({e.kind})", x, e.sm_busy_gpus, stackgroup="sm")
+                for e in page.stack
+            ),
+            *([fallback_trace] if marks else []),
         ],
         "layout": _layout(
             "SM activity by engine (SM-busy GPU equivalents, stacked)",
