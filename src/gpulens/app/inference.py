@@ -17,12 +17,11 @@ import pyarrow.compute as pc
 
 from gpulens.analyze import inference
 from gpulens.analyze.inference import Objective
+from gpulens.app.app_rows import out_of_scope, scoped_rows
 from gpulens.findings.inference import measured_migration
 from gpulens.findings.model import Finding
-from gpulens.store.events import day
 from gpulens.store.query import Queryable, QueryError
 
-_SCOPE = ("job_id", "host")  # labels a serving reading carries that a report may filter on
 FALLBACK = "engine_fallback"
 
 
@@ -36,24 +35,6 @@ class Serving:
     findings: list[Finding] = field(default_factory=list)
 
 
-def _where(
-    start_ns: int | None, end_ns: int | None, scope: Mapping[str, str] | None
-) -> tuple[list[str], dict[str, object]]:
-    where: list[str] = []
-    params: dict[str, object] = {}
-    if start_ns is not None:
-        where.append("ts >= make_timestamp_ns($start) AND date >= $start_date::DATE")
-        params.update(start=start_ns, start_date=day(start_ns))
-    if end_ns is not None:
-        where.append("ts < make_timestamp_ns($end) AND date <= $end_date::DATE")
-        params.update(end=end_ns, end_date=day(end_ns))
-    for i, key in enumerate(_SCOPE):
-        if scope and scope.get(key):
-            where.append(f"{key} = $s{i}")
-            params[f"s{i}"] = scope[key]
-    return where, params
-
-
 def served_readings(
     store: Queryable,
     start_ns: int | None = None,
@@ -62,14 +43,8 @@ def served_readings(
 ) -> pa.Table:
     """The serving wrappers' app readings (those with `app_requests`) in [start_ns, end_ns)
     and `scope` (`ts` as int ns)."""
-    where, params = _where(start_ns, end_ns, scope)
-    where += ["job_id IS NOT NULL", "app_requests IS NOT NULL"]
-    sql = (
-        "SELECT * EXCLUDE (ts, date), epoch_ns(ts) AS ts FROM app WHERE "
-        + " AND ".join(where)
-        + " ORDER BY ts"
-    )
-    return store.query(sql, params)
+    conditions = ["job_id IS NOT NULL", "app_requests IS NOT NULL"]
+    return scoped_rows(store, "app", conditions, start_ns, end_ns, scope)
 
 
 def fallbacks(
@@ -80,11 +55,8 @@ def fallbacks(
 ) -> list[dict[str, Any]]:
     """The engine_fallback events in the window and scope: ts (ns), job, engine, host, GPU,
     message."""
-    where, params = _where(start_ns, end_ns, scope)
-    where.append(f"event = '{FALLBACK}'")
-    sql = "SELECT * EXCLUDE (ts, date), epoch_ns(ts) AS ts FROM event WHERE " + " AND ".join(where)
     try:
-        table = store.query(sql + " ORDER BY ts", params)
+        table = scoped_rows(store, "event", [f"event = '{FALLBACK}'"], start_ns, end_ns, scope)
     except QueryError:  # a store without that label column (no event ever named a job)
         return []
     keys = ("ts", "job_id", "engine", "host", "gpu_uuid", "message")
@@ -101,7 +73,7 @@ def section(
 ) -> Serving:
     """The serving section; scopes other than job and host (user, engine...) name telemetry
     attribution the serving readings do not carry: the section is then empty."""
-    if any(v for k, v in scope.items() if k not in _SCOPE):
+    if out_of_scope(scope):
         return Serving()
     app = served_readings(store, start_ns, end_ns, scope)
     out = Serving(fallbacks=fallbacks(store, start_ns, end_ns, scope))

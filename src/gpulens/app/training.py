@@ -16,13 +16,11 @@ import pyarrow.compute as pc
 
 from gpulens.analyze import training
 from gpulens.analyze.efficiency import Thresholds
+from gpulens.app.app_rows import out_of_scope, scoped_rows
 from gpulens.findings import app as app_findings
 from gpulens.findings.context import FindingThresholds
 from gpulens.findings.model import Finding
-from gpulens.store.events import day
 from gpulens.store.query import Queryable
-
-_SCOPE = ("job_id", "host")  # labels an app reading carries that a report may filter on
 
 
 def app_readings(
@@ -33,24 +31,8 @@ def app_readings(
 ) -> pa.Table:
     """The in-process trackers' app readings (those that count their steps) with a job, in
     [start_ns, end_ns) and `scope` (`ts` as int ns)."""
-    where = ["job_id IS NOT NULL", "app_steps IS NOT NULL"]
-    params: dict[str, object] = {}
-    if start_ns is not None:
-        where.append("ts >= make_timestamp_ns($start) AND date >= $start_date::DATE")
-        params.update(start=start_ns, start_date=day(start_ns))
-    if end_ns is not None:
-        where.append("ts < make_timestamp_ns($end) AND date <= $end_date::DATE")
-        params.update(end=end_ns, end_date=day(end_ns))
-    for i, key in enumerate(_SCOPE):
-        if scope and scope.get(key):
-            where.append(f"{key} = $s{i}")
-            params[f"s{i}"] = scope[key]
-    sql = (
-        "SELECT * EXCLUDE (ts, date), epoch_ns(ts) AS ts FROM app WHERE "
-        + " AND ".join(where)
-        + " ORDER BY ts"
-    )
-    return store.query(sql, params)
+    conditions = ["job_id IS NOT NULL", "app_steps IS NOT NULL"]
+    return scoped_rows(store, "app", conditions, start_ns, end_ns, scope)
 
 
 def section(
@@ -66,7 +48,7 @@ def section(
     """(per-job training summaries, findings from app readings of jobs without GPU
     intervals). Scopes other than job and host (user, engine...) name telemetry
     attribution the app readings do not carry: the section is then empty."""
-    if any(v for k, v in scope.items() if k not in _SCOPE):
+    if out_of_scope(scope):
         return [], []
     app = app_readings(store, start_ns, end_ns, scope)
     jobs = training.summaries(app)
