@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from gpulens.collect.scheduler.errors import SchedulerInputError
-from gpulens.collect.scheduler.kubernetes import pod_gpus
-from gpulens.collect.scheduler.slurm import job_gpus, number
+from gpulens.collect.scheduler.kubernetes import iso_seconds, pod_gpus
+from gpulens.collect.scheduler.slurm import epoch_seconds, job_gpus, job_state, number
 from gpulens.errors import CollectError
 
 #: the command `report --job` runs when no file is given (``{job}`` is the job id)
@@ -118,32 +118,19 @@ def _indices(detail: str) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def _state(value: Any) -> str:
-    if isinstance(value, Mapping):
-        value = value.get("current")
-    if isinstance(value, list):
-        return str(value[0]) if value else ""
-    return str(value or "")
-
-
-def _positive(value: Any) -> float | None:
-    t = number(value)
-    return t if t is not None and t > 0 else None
-
-
 def slurm_record(job: Mapping[str, Any], source: str) -> JobRecord:
     """The record of one job object of a Slurm JSON document (either shape)."""
     accounting = isinstance(job.get("state"), Mapping)
-    state = _state(job.get("state") if accounting else job.get("job_state"))
+    state = job_state(job.get("state") if accounting else job.get("job_state"))
     raw = job.get("time")
     times: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     if accounting:
-        start, end = _positive(times.get("start")), _positive(times.get("end"))
-        elapsed = _positive(times.get("elapsed"))
+        start, end = epoch_seconds(times.get("start")), epoch_seconds(times.get("end"))
+        elapsed = epoch_seconds(times.get("elapsed"))
         if end is None and start is not None and elapsed and state not in RUNNING_STATES:
             end = start + elapsed
     else:  # squeue: a running job's end_time is its time limit, a forecast
-        start, end = _positive(job.get("start_time")), _positive(job.get("end_time"))
+        start, end = epoch_seconds(job.get("start_time")), epoch_seconds(job.get("end_time"))
     if state in RUNNING_STATES:
         end = None
     if state == "PENDING":
@@ -174,17 +161,6 @@ def slurm_record(job: Mapping[str, Any], source: str) -> JobRecord:
     )
 
 
-def _stamp(value: Any) -> float | None:
-    from datetime import datetime
-
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def pod_record(pod: Mapping[str, Any], source: str) -> JobRecord:
     """The record of one Pod object: its namespace/name, node, GPUs, start and finish."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
@@ -193,7 +169,7 @@ def pod_record(pod: Mapping[str, Any], source: str) -> JobRecord:
     statuses = [*(status.get("containerStatuses") or [])]
     statuses += status.get("initContainerStatuses") or []
     for cs in statuses:
-        done = _stamp(((cs or {}).get("state") or {}).get("terminated", {}).get("finishedAt"))
+        done = iso_seconds(((cs or {}).get("state") or {}).get("terminated", {}).get("finishedAt"))
         if done is not None:
             finished.append(done)
     ended = phase in ("Succeeded", "Failed")
@@ -203,7 +179,7 @@ def pod_record(pod: Mapping[str, Any], source: str) -> JobRecord:
         job_id=f"{meta.get('namespace', 'default')}/{meta.get('name', '')}",
         source=source,
         state={"Succeeded": "COMPLETED"}.get(phase, phase.upper()),
-        start_s=_stamp(status.get("startTime")) if phase != "Pending" else None,
+        start_s=iso_seconds(status.get("startTime")) if phase != "Pending" else None,
         end_s=max(finished) if ended and finished else None,
         nodes=(str(node),) if node else (),
         gpus=pod_gpus(spec),

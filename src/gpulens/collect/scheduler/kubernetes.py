@@ -89,7 +89,8 @@ def pod_gpus(spec: Mapping[str, Any]) -> float:
     return max(main, init)
 
 
-def _seconds(stamp: Any) -> float | None:
+def iso_seconds(stamp: Any) -> float | None:
+    """An RFC 3339 time of the Kubernetes API as epoch seconds; None when absent or not one."""
     if not stamp:
         return None
     try:
@@ -110,7 +111,7 @@ def _pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     phase = str(status.get("phase") or "Pending")
     finished = [
-        _seconds((cs.get("state") or {}).get("terminated", {}).get("finishedAt"))
+        iso_seconds((cs.get("state") or {}).get("terminated", {}).get("finishedAt"))
         for cs in status.get("containerStatuses") or []
     ]
     ends = [f for f in finished if f is not None]
@@ -121,8 +122,8 @@ def _pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
         TEAM: meta.get("namespace"),
         STATE: _PHASES.get(phase, phase.upper()),
         GPUS: pod_gpus(spec),
-        SUBMIT: _seconds(meta.get("creationTimestamp")),
-        START: _seconds(status.get("startTime")) if phase != "Pending" else None,
+        SUBMIT: iso_seconds(meta.get("creationTimestamp")),
+        START: iso_seconds(status.get("startTime")) if phase != "Pending" else None,
         END: max(ends) if ends and phase in ("Succeeded", "Failed") else None,
         NODES: spec.get("nodeName"),
     }

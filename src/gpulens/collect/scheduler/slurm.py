@@ -68,12 +68,14 @@ def number(value: Any) -> float | None:
     return float(value)
 
 
-def _time(value: Any) -> float | None:
+def epoch_seconds(value: Any) -> float | None:
+    """A Slurm time field (epoch seconds, or `{set, number}`) as seconds; None when unset (0)."""
     t = number(value)
     return t if t is not None and t > 0 else None
 
 
-def _state(value: Any) -> str:
+def job_state(value: Any) -> str:
+    """A job's state as one name: the first of a list, or of `{current: [...]}`."""
     if isinstance(value, Mapping):
         value = value.get("current")
     if isinstance(value, list):
@@ -127,7 +129,7 @@ def _job_row(job: Mapping[str, Any]) -> dict[str, Any]:
     accounting = isinstance(job.get("state"), Mapping)
     raw = job.get("time")
     times: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    state = _state(job.get("state") if accounting else job.get("job_state"))
+    state = job_state(job.get("state") if accounting else job.get("job_state"))
     if accounting:
         submit, start, end = times.get("submission"), times.get("start"), times.get("end")
     else:  # squeue: a pending job's start and end, a running job's end, are only forecasts
@@ -143,9 +145,9 @@ def _job_row(job: Mapping[str, Any]) -> dict[str, Any]:
         TEAM: str(job.get("account") or "") or None,
         STATE: state,
         GPUS: job_gpus(job),
-        SUBMIT: _time(submit),
-        START: _time(start),
-        END: _time(end),
+        SUBMIT: epoch_seconds(submit),
+        START: epoch_seconds(start),
+        END: epoch_seconds(end),
         NODES: None if nodes in ("", "None assigned") else nodes,
     }
 
@@ -198,7 +200,7 @@ def parse_slurm(doc: Any, source: str) -> SlurmState:
         ),
         accounting=accounting,
         data_parser=data_parser(doc),
-        snapshot_s=int(t) if (t := _time(doc.get("last_update"))) else None,
+        snapshot_s=int(t) if (t := epoch_seconds(doc.get("last_update"))) else None,
     )
 
 

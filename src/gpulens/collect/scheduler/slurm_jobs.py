@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulens.collect.scheduler.errors import SchedulerInputError
-from gpulens.collect.scheduler.slurm import number
+from gpulens.collect.scheduler.slurm import job_state, number
 
 FIX = "Pass the output of `squeue --json` (Slurm 21.08+)"
 
@@ -43,14 +43,6 @@ def _text(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def _state(value: Any) -> str:
-    if isinstance(value, Mapping):
-        value = value.get("current")
-    if isinstance(value, list):
-        return str(value[0]) if value else ""
-    return str(value or "")
-
-
 def parse_job_details(doc: Any, source: str) -> dict[str, JobDetails]:
     """Job id → `JobDetails` of one decoded squeue document (array tasks also under
     ``<array id>_<task id>``)."""
@@ -63,7 +55,7 @@ def parse_job_details(doc: Any, source: str) -> dict[str, JobDetails]:
         job_id = str(job["job_id"])
         details = JobDetails(
             job_id=job_id,
-            state=_state(job.get("job_state", job.get("state"))),
+            state=job_state(job.get("job_state", job.get("state"))),
             user=_text(job.get("user_name", job.get("user"))),
             partition=_text(job.get("partition")),
             qos=_text(job.get("qos")),
