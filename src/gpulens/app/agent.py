@@ -40,6 +40,7 @@ import uvicorn
 from gpulens.analyze.prices import Prices
 from gpulens.analyze.traces.limits import DEFAULT_LIMITS, TraceLimits
 from gpulens.app import session
+from gpulens.app.heap import trim_heap
 from gpulens.app.live import LiveState
 from gpulens.app.traces import trace_limits
 from gpulens.clock import Clock
@@ -385,7 +386,7 @@ class Agent:
     def _cluster_loop(self) -> None:
         """The Cluster page's data from Prometheus, every `cluster.every_s` (a failed read is
         shown on the page and retried; it never stops the agent)."""
-        from gpulens.app.cluster_view import release_memory
+        from gpulens.app.heap import release_memory
 
         assert self.cluster is not None
         self.cluster.run(self.stop, after=release_memory)
@@ -573,12 +574,6 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(M_ARENA_MAX, arenas))
-
-
-def trim_heap() -> None:
-    """Hand the heap an analysis freed back to the system (glibc keeps it otherwise)."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _fields(stats: WriterStats) -> dict[str, float]:

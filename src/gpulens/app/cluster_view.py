@@ -17,9 +17,6 @@ hold the last one in memory between refreshes.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import importlib.util
 import time
 from collections.abc import Mapping
@@ -36,6 +33,7 @@ from gpulens.app.analysis import UNMAPPED_QUEUE, auto_step, with_queues
 from gpulens.app.fleet import FleetView
 from gpulens.app.fleet_plans import FleetPlans, run_plans
 from gpulens.app.fleet_usage import usage
+from gpulens.app.heap import release_memory
 from gpulens.cluster_schema import IN_USE, PENDING, QUEUE, SEQUENCE_SCHEMA, TOTAL, TS
 from gpulens.config import Config
 from gpulens.errors import ConfigError
@@ -329,15 +327,6 @@ def from_prometheus(
             seq,
             tuple(notes),
         )
-
-
-def release_memory() -> None:
-    """Hand what an analysis freed back to the system: Arrow's pool and glibc keep freed
-    memory otherwise, and a long-running agent would hold its largest read's peak."""
-    gc.collect()
-    pa.default_memory_pool().release_unused()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _floats(frame: pa.Table, name: str) -> np.ndarray:

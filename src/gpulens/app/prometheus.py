@@ -9,9 +9,6 @@ the report formats are exactly those of a report on a store.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +22,7 @@ import pyarrow.compute as pc
 
 from gpulens.app import analysis, session
 from gpulens.app.analysis import UNMAPPED_QUEUE, ReportView, auto_step
+from gpulens.app.heap import release_memory
 from gpulens.cluster_schema import IN_USE, PENDING, QUEUE, SEQUENCE_SCHEMA, TOTAL, TS
 from gpulens.collect.prometheus import (
     Auth,
@@ -152,7 +150,7 @@ def pulled(
             commit.commit()
         if not keep_tables:
             drop_tables(prom)
-        _hand_back()  # the parse's transient arrays, before the analysis takes its share
+        release_memory()  # the parse's transient arrays, before the analysis takes its share
         values = {**cfg.values, "data_dir": str(data_dir)}
         notes = [f"read from {src.name}: {_describe(prom)}", *prom.notes, *reshaped]
         yield Pulled(Config(values, cfg.sources), prom, rows, notes)
@@ -162,16 +160,7 @@ def drop_tables(prom: PromRange) -> None:
     """Free the range's reading tables once they are stored (their queues are kept)."""
     empty = pa.table({"ts": pa.array([], pa.int64())})
     prom.tables = replace(prom.tables, gpu=empty, process=empty)
-    _hand_back()
-
-
-def _hand_back() -> None:
-    """Return the memory the read and the write freed to the system: Arrow's pool and glibc
-    keep freed memory otherwise, and the analysis that follows would add to it."""
-    gc.collect()
-    pa.default_memory_pool().release_unused()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL(None).malloc_trim(0)
+    release_memory()
 
 
 def _describe(prom: PromRange) -> str:
@@ -246,7 +235,7 @@ def report_then(
             store.close()
         after = None
         if then is not None:
-            _hand_back()
+            release_memory()
             after = then(got, queues)
     view.notes[:0] = got.notes
     return view, after

@@ -24,7 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar, cast
 
-from gpulens.app.agent import AgentContext, trim_heap
+from gpulens.app.agent import AgentContext
+from gpulens.app.heap import trim_heap
 from gpulens.app.trace_dirs import TraceEntry, list_traces, resolve_trace
 from gpulens.app.traces import analyze_files
 from gpulens.present.dashboard.cluster import ClusterPage, SourceStatus, cluster_page

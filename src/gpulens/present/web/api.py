@@ -4,7 +4,6 @@ nothing but the analysis, in memory, for the page to show."""
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import logging
 import re
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
+from gpulens.app.heap import release_memory
 from gpulens.errors import GpulensError, InputTooLarge, TraceFormatError
 from gpulens.findings.engine import RULES
 from gpulens.present.dashboard import (
@@ -329,16 +329,6 @@ def _analyse(dash: Dashboard, path: Path, name: str, upload_id: str) -> TracePag
         return exc
     finally:
         release_memory()
-
-
-def release_memory() -> None:
-    """Hand the heap memory an analysis freed back to the system: glibc keeps it otherwise, and
-    the agent would hold its largest upload's peak for the rest of its life."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim  # glibc; elsewhere there is nothing to do
-    except (OSError, AttributeError):
-        return
-    trim(0)
 
 
 @router.get(
