@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
-import warnings
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,8 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
+
+from tests.gpu.cuda_syncs import count_syncs  # noqa: E402
 
 import gpulens.torch as gt  # noqa: E402
 
@@ -32,18 +33,6 @@ def _model() -> torch.nn.Module:
         .to("cuda:0", torch.float16)
         .eval()
     )  # fmt: skip
-
-
-def _syncs(fn) -> int:  # type: ignore[no-untyped-def]
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fn()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message).lower() for w in caught)
 
 
 def _report(data_dir: Path, job: str) -> dict:
@@ -67,7 +56,7 @@ def test_eager_and_compile_latency_on_the_gpu(tmp_path: Path) -> None:
         with torch.no_grad():
             for _ in range(50):
                 infer(x)
-            assert _syncs(lambda: [infer(x) for _ in range(20)]) == 0  # noqa: B023
+            assert count_syncs(lambda: [infer(x) for _ in range(20)]) == 0  # noqa: B023
             torch.cuda.synchronize()
             t = time.perf_counter()
             for _ in range(CALLS - 70):

@@ -6,7 +6,6 @@ wall time). Skipped cleanly (tests/conftest.py) where no GPU and driver are pres
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
 
 import pytest
@@ -15,21 +14,10 @@ pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 
+from tests.gpu.cuda_syncs import count_syncs  # noqa: E402
+
 import gpulens.torch as gt  # noqa: E402
 from gpulens.store import Store  # noqa: E402
-
-
-def _syncs(fn) -> int:  # type: ignore[no-untyped-def]
-    """Synchronising calls `fn` makes, as torch's sync debug mode reports them."""
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fn()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message).lower() for w in caught)
 
 
 def _rows(data_dir: Path, job: str) -> list[dict]:
@@ -56,11 +44,11 @@ def test_cuda_event_phases_add_no_synchronisation(tmp_path: Path) -> None:
                 run.step(samples=x.shape[0])
 
     train(None)  # warm-up
-    bare = _syncs(lambda: train(None))
+    bare = count_syncs(lambda: train(None))
     with gt.track(job="events", data_dir=tmp_path, model=model, optimizer=opt,
                   interval_s=0.2) as run:  # fmt: skip
         assert isinstance(run, gt.Run) and run.device.cuda
-        tracked = _syncs(lambda: train(run))
+        tracked = count_syncs(lambda: train(run))
         torch.cuda.synchronize()
         time.sleep(0.5)  # the writer thread reads the passed events
     assert tracked == bare
