@@ -32,9 +32,8 @@ from gpulens.app import session
 from gpulens.app.analysis import UNMAPPED_QUEUE, auto_step, with_queues
 from gpulens.app.fleet import FleetView
 from gpulens.app.fleet_plans import FleetPlans, run_plans
-from gpulens.app.fleet_usage import usage
+from gpulens.app.fleet_usage import readings_sequence, usage
 from gpulens.app.heap import release_memory
-from gpulens.cluster_schema import IN_USE, PENDING, QUEUE, SEQUENCE_SCHEMA, TOTAL, TS
 from gpulens.config import Config
 from gpulens.errors import ConfigError
 from gpulens.findings.engine import build_context
@@ -135,33 +134,6 @@ def node_heat(frame: pa.Table, start_ns: int, end_ns: int, step_s: int) -> NodeH
     )
 
 
-def frame_sequence(frame: pa.Table, step_s: int) -> pa.Table:
-    """The cluster sequence of an annotated frame (with `queue`): per step and queue, GPUs
-    reporting (GPU-time ÷ step) and allocated (allocated GPU-time ÷ step); pending unknown."""
-    if frame.num_rows == 0:
-        return SEQUENCE_SCHEMA.empty_table()
-    t = pa.table(
-        {
-            TS: pc.divide(frame["start_ns"], NS),
-            QUEUE: pc.cast(frame["queue"], pa.string()),
-            TOTAL: pc.fill_null(pc.cast(frame["gpu_s"], pa.float64()), 0.0),
-            IN_USE: pc.fill_null(pc.cast(frame["allocated_s"], pa.float64()), 0.0),
-        }
-    )
-    g = t.group_by([TS, QUEUE]).aggregate([(TOTAL, "sum"), (IN_USE, "sum")])
-    out = pa.table(
-        {
-            TS: pc.cast(g[TS], pa.int64()),
-            QUEUE: g[QUEUE],
-            TOTAL: pc.divide(g[f"{TOTAL}_sum"], float(step_s)),
-            IN_USE: pc.divide(g[f"{IN_USE}_sum"], float(step_s)),
-            PENDING: pa.nulls(g.num_rows, pa.float64()),
-        },
-        schema=SEQUENCE_SCHEMA,
-    )
-    return out.sort_by([(QUEUE, "ascending"), (TS, "ascending")])
-
-
 def build(
     cfg: Config,
     start_ns: int,
@@ -203,7 +175,7 @@ def build(
     heat = node_heat(ctx.frame, start_ns, end_ns, step_s)
     seq = sequence if sequence is not None and sequence.num_rows else None
     if seq is None:
-        seq = frame_sequence(ctx.frame, step_s)
+        seq = readings_sequence(ctx.frame, step_s)
     del ctx
     release_memory()  # the frame's buffers, before `usage` reads its own
     out_notes = list(notes)

@@ -30,7 +30,6 @@ from gpulens.store import Store
 from gpulens.store.frames import gpu_intervals
 
 NS = 1_000_000_000
-UNMAPPED = UNMAPPED_QUEUE
 COLUMNS = (
     "gpus",
     "gpu_hours",
@@ -62,6 +61,21 @@ class UsageView:
     #: the cluster sequence of the GPU readings (gpulens.cluster_schema): per queue and step,
     #: GPUs reporting (total) and held (in use), pending unknown (the plans' demand)
     sequence: pa.Table | None = None
+
+    @property
+    def useful_gpu_hours(self) -> float:
+        """Useful GPU-hours over every queue (each GPU's hours are in exactly one)."""
+        return sum(float(r.get("useful_gpu_hours") or 0.0) for r in self.by_queue)
+
+    @property
+    def idle_allocated_gpu_hours(self) -> float:
+        """GPU-hours held idle, over the idle-allocated findings."""
+        return sum(f.impact.wasted_gpu_hours for f in self.idle_allocated)
+
+    @property
+    def idle_allocated_cost(self) -> float:
+        """The price of those GPU-hours (in `currency`)."""
+        return sum(f.impact.cost for f in self.idle_allocated)
 
 
 def readings_sequence(frame: pa.Table, step_s: float) -> pa.Table:
@@ -151,9 +165,9 @@ def usage(
         job_loads=job_loads(annotated),
         sequence=readings_sequence(annotated, step_s),
     )
-    if any(r["queue"] == UNMAPPED for r in view.by_queue):
+    if any(r["queue"] == UNMAPPED_QUEUE for r in view.by_queue):
         view.notes.append(
-            f"hosts in no queue are grouped as {UNMAPPED}: give a node list (--slurm, --k8s) "
+            f"hosts in no queue are grouped as {UNMAPPED_QUEUE}: give a node list (--slurm, --k8s) "
             "or --node-queue NODE=QUEUE"
         )
     return view

@@ -223,16 +223,14 @@ def _idle(d: ClusterData) -> tuple[list[dict[str, Any]], int]:
     return rows[:MAX_IDLE_ROWS], len(rows)
 
 
-def _totals(d: ClusterData, queues: list[dict[str, Any]]) -> dict[str, Any]:
+def _totals(d: ClusterData) -> dict[str, Any]:
     view = d.view
     if view is None or view.summary is None:
         return {}
-    s = view.summary
-    idle_h = (
-        sum(f.impact.wasted_gpu_hours for f in view.usage.idle_allocated) if view.usage else None
-    )
-    idle_cost = sum(f.impact.cost for f in view.usage.idle_allocated) if view.usage else None
-    useful = sum((q.get("useful_gpu_hours") or 0.0) for q in queues) if view.usage else None
+    s, used = view.summary, view.usage
+    idle_h = used.idle_allocated_gpu_hours if used else None
+    idle_cost = used.idle_allocated_cost if used else None
+    useful = used.useful_gpu_hours if used else None
     return clean(
         {
             "nodes": d.heat.nodes_total,
@@ -334,7 +332,7 @@ def cluster_page(state: FeedState, prometheus: bool) -> ClusterPage:
     page.heat = _heat(d)
     page.series = _series(d)
     page.queues = _queues(d)
-    page.totals = _totals(d, page.queues)
+    page.totals = _totals(d)
     if d.view is not None and d.view.usage is not None:
         page.teams = [clean({k: r.get(k) for k in TEAM_KEYS}) for r in d.view.usage.by_team]
     page.idle, page.idle_total = _idle(d)
