@@ -28,7 +28,7 @@ from typing import Any
 
 from gpulens.analyze.profiled import profiled
 from gpulens.config import Config
-from gpulens.errors import ConfigError, GpulensError
+from gpulens.errors import ConfigError, GpulensError, StoreError
 from gpulens.findings.model import Finding
 
 REQUESTS_DIR = "profile-requests"
@@ -87,7 +87,6 @@ def request(
     now = time.time_ns() if now_ns is None else now_ns
     rid = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now / 1e9))}-{uuid.uuid4().hex[:8]}"
     folder = data_dir / REQUESTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{safe_name(job)}.json"
     body = {
         "id": rid,
@@ -98,8 +97,15 @@ def request(
         "expires_ns": now + int(ttl_s * 1e9),
     }
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(body, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(body, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot write the profile request {str(path)!r} ({exc.strerror}): give a data "
+            "dir this user can write, the tracked job's (--data-dir)"
+        ) from None
     return Request(rid, job, steps, path)
 
 
@@ -163,13 +169,15 @@ def analyse(meta_path: Path) -> dict[str, Any]:
 def results(data_dir: Path, job: str | None = None) -> list[dict[str, Any]]:
     """Every capture analysed (analysing those not analysed yet); one that cannot be is
     listed with its `error`."""
-    out = []
-    for meta in captures(data_dir, job):
-        try:
-            out.append(analyse(meta))
-        except (GpulensError, OSError, ValueError, KeyError) as exc:
-            out.append({"trace_path": str(meta), "error": f"{type(exc).__name__}: {exc}"})
-    return out
+    return [analysed_or_error(meta) for meta in captures(data_dir, job)]
+
+
+def analysed_or_error(meta: Path) -> dict[str, Any]:
+    """`analyse(meta)`, or `{trace_path, error}` saying why the capture cannot be analysed."""
+    try:
+        return analyse(meta)
+    except (GpulensError, OSError, ValueError, KeyError) as exc:
+        return {"trace_path": str(meta), "error": f"{type(exc).__name__}: {exc}"}
 
 
 def links(data_dir: Path, findings: Sequence[Finding]) -> dict[int, list[dict[str, Any]]]:

@@ -35,7 +35,7 @@ from gpulens.config import Config, load_config
 from gpulens.errors import ConfigError, GpulensError
 from gpulens.present import format as human
 from gpulens.present import trace_cli
-from gpulens.present.console import app, err, out
+from gpulens.present.console import app, err, out, write_out
 from gpulens.present.lazy import lazy_module
 
 if TYPE_CHECKING:  # imported when a command first uses them: each command starts fast
@@ -683,11 +683,7 @@ def report(
         from gpulens.present.reports.plans import with_report_plans
 
         text = with_report_plans(text, format.value, fleet_plans)
-    if output is not None:
-        output.write_text(text, encoding="utf-8")
-        err.print(f"wrote {output}")
-    else:
-        sys.stdout.write(text)
+    write_out(text, output)
 
 
 @app.command(

@@ -13,6 +13,7 @@ from typing import IO, Annotated, Any
 
 import typer
 
+from gpulens.errors import StoreError
 from gpulens.present.console import UsageApp, app, err
 
 alerts_app = UsageApp(
@@ -75,7 +76,12 @@ def receive(
     from gpulens.collect.alertmanager import WebhookMessage, WebhookReceiver, gpu_alert
 
     host, port = _listen(listen)
-    sink = output.open("a", encoding="utf-8") if output is not None else None
+    try:
+        sink = output.open("a", encoding="utf-8") if output is not None else None
+    except OSError as exc:
+        raise StoreError(
+            f"cannot append to {str(output)!r} ({exc.strerror}): choose another --output file"
+        ) from None
 
     def on_message(message: WebhookMessage) -> None:
         _emit([gpu_alert(a) for a in message.alerts], format, sink)

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from gpulens.errors import StoreError
 from gpulens.present.console import app, err
 
 
@@ -89,15 +90,21 @@ def digest(
     cards = [*([got.fleet] if got.fleet else []), *got.teams, *got.users]
     if dry_run:
         if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            for card in cards:
-                stem = render.file_stem(card)
-                (out_dir / f"{stem}.md").write_text(render.markdown(card), encoding="utf-8")
-                (out_dir / f"{stem}.html").write_text(render.html_page(card), encoding="utf-8")
-            (out_dir / "index.md").write_text(
-                render.index_markdown(cards, got.notes), encoding="utf-8"
-            )
-            (out_dir / "cards.json").write_text(render.as_json(cards, got.notes), "utf-8")
+            try:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                for card in cards:
+                    stem = render.file_stem(card)
+                    (out_dir / f"{stem}.md").write_text(render.markdown(card), encoding="utf-8")
+                    (out_dir / f"{stem}.html").write_text(render.html_page(card), "utf-8")
+                (out_dir / "index.md").write_text(
+                    render.index_markdown(cards, got.notes), encoding="utf-8"
+                )
+                (out_dir / "cards.json").write_text(render.as_json(cards, got.notes), "utf-8")
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot write the report cards into {str(out_dir)!r} ({exc.strerror}): "
+                    "choose another --out directory"
+                ) from None
             err.print(f"wrote {len(cards)} report card(s) to {out_dir} (dry run: nothing sent)")
         elif format is DigestFormat.json:
             sys.stdout.write(render.as_json(cards, got.notes))

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpulens.present.console import app, err
+from gpulens.present.console import app, write_out
 
 if TYPE_CHECKING:
     from gpulens.app.enforce import EnforceRun
@@ -183,8 +182,4 @@ def enforce(
         if format is EnforceFormat.json
         else render_terminal(doc)
     )
-    if output is not None:
-        output.write_text(text, encoding="utf-8")
-        err.print(f"wrote {output}")
-    else:
-        sys.stdout.write(text)
+    write_out(text, output)

@@ -7,7 +7,6 @@ app/fleet.py's; the output is present/reports/cluster.py's.
 
 from __future__ import annotations
 
-import sys
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from gpulens.present.console import app, err
+from gpulens.present.console import app, write_out
 
 
 def parse_capacity_like(specs: list[str], option: str, shape: str) -> dict[str, str]:
@@ -200,11 +199,7 @@ def fleet(
     text = render_json(view, steps=True) if per_step else RENDERERS[format.value](view)
     if forecast is not None or plans or batch_queue or view.quotas is not None:
         text = _with_plans(text, view, format, forecast, plans, batch_queue or [], per_step)
-    if output is not None:
-        output.write_text(text, encoding="utf-8")
-        err.print(f"wrote {output}")
-    else:
-        sys.stdout.write(text)
+    write_out(text, output)
 
 
 def _with_plans(

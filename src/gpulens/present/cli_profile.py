@@ -93,4 +93,4 @@ def profile(
             f"with gpulens.torch.track and the data dir {str(root)!r}? (The request stays "
             "until it expires; `gpulens profile --job ... --list` shows what arrives.)"
         )
-    _show([profiles.analyse(p) for p in found], format)
+    _show([profiles.analysed_or_error(p) for p in found], format)

@@ -3,13 +3,17 @@ commands on it (cli.py: the one-shot commands; cli_live.py: the long-running one
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 from typer.core import TyperCommand
 from typer.models import CommandFunctionType
+
+from gpulens.errors import StoreError
 
 
 class UsageCommand(TyperCommand):
@@ -44,3 +48,18 @@ app = UsageApp(
 )
 out = Console()
 err = Console(stderr=True)
+
+
+def write_out(text: str, path: Path | None) -> None:
+    """`text` into the file `path` (saying so on stderr), or onto stdout without one; a file
+    that cannot be written is one clear error naming it."""
+    if path is None:
+        sys.stdout.write(text)
+        return
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise StoreError(
+            f"cannot write {str(path)!r} ({exc.strerror}): choose another -o/--output path"
+        ) from None
+    err.print(f"wrote {path}")

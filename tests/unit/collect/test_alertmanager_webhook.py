@@ -4,6 +4,7 @@ section 7 of its MANIFEST), through the parser and the receiver."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import httpx
@@ -126,3 +127,26 @@ def test_alerts_parse_command(shared: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert bad.returncode == 4 and "not JSON" in " ".join(bad.stderr.split())
+
+
+def test_receiver_answers_bad_requests_and_failing_output(shared: Path) -> None:
+    # a Content-Length that is not a number, or negative; an output that cannot be written
+    def refuse(message: WebhookMessage) -> None:
+        raise OSError(28, "No space left on device")
+
+    receiver = WebhookReceiver("127.0.0.1", 0, refuse)
+    receiver.start()
+    try:
+        host, port = receiver.address
+        answers = []
+        for length in (b"abc", b"-1"):
+            with socket.create_connection((host, port), timeout=10) as conn:
+                conn.sendall(
+                    b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + b"\r\n\r\n"
+                )
+                answers.append(conn.recv(4096).split(b"\r\n", 1)[0])
+        full = httpx.post(f"http://{host}:{port}/", content=(shared / TWO).read_bytes(), timeout=10)
+    finally:
+        receiver.close()
+    assert answers == [b"HTTP/1.0 400 Bad Request", b"HTTP/1.0 413 Request Entity Too Large"]
+    assert full.status_code == 500 and "No space left on device" in full.text

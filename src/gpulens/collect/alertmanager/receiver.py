@@ -24,9 +24,13 @@ class WebhookReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY_BYTES:
-                    self._reply(413, f"body of {length} bytes is over {MAX_BODY_BYTES}")
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    self._reply(400, "Content-Length is not a number of bytes")
+                    return
+                if length < 0 or length > MAX_BODY_BYTES:
+                    self._reply(413, f"body of {length} bytes is not within 0-{MAX_BODY_BYTES}")
                     return
                 body = self.rfile.read(length)
                 try:
@@ -34,8 +38,12 @@ class WebhookReceiver:
                 except WebhookError as exc:
                     self._reply(400, str(exc))
                     return
-                with lock:
-                    on_message(message)
+                try:
+                    with lock:
+                        on_message(message)
+                except Exception as exc:  # e.g. the output file cannot be written: say so
+                    self._reply(500, f"{type(exc).__name__}: {exc}")
+                    return
                 self._reply(200, "ok")
 
             def _reply(self, code: int, text: str) -> None:

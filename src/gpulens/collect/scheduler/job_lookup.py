@@ -114,6 +114,8 @@ def _indices(detail: str) -> tuple[int, ...] | None:
     out: list[int] = []
     for piece in m.group(1).split(","):
         lo, _, hi = piece.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"not a GPU index range: {piece!r} in {detail!r}")
         out.extend(range(int(lo), int(hi or lo) + 1))
     return tuple(out)
 
@@ -223,7 +225,10 @@ def find_job(docs: Sequence[Any], job_id: str, source: str) -> JobRecord:
         if isinstance(doc, Mapping) and isinstance(doc.get("jobs"), list):
             for job in doc["jobs"]:
                 if isinstance(job, Mapping) and job_id in _slurm_ids(job):
-                    found.append(slurm_record(job, source))
+                    try:
+                        found.append(slurm_record(job, source))
+                    except ValueError as exc:  # a hostlist or GPU index that is not one
+                        raise SchedulerInputError(source, f"job {job_id}: {exc}", _FIX) from None
             continue
         for pod in _pods(doc):
             pods += 1
@@ -284,7 +289,11 @@ def run_job_lookup(command: str, job_id: str, timeout_s: float = 60.0) -> JobRec
     namespace, _, name = job_id.rpartition("/")
     fields = {"{job}": job_id, "{namespace}": namespace or "default", "{name}": name}
     args = []
-    for arg in shlex.split(command):
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:  # unbalanced quotes
+        raise SchedulerInputError("the job lookup command", str(exc), _FIX) from None
+    for arg in words:
         for key, value in fields.items():
             arg = arg.replace(key, value)
         args.append(arg)

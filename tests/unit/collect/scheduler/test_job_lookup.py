@@ -137,3 +137,14 @@ def test_pod_from_the_real_manifest_with_its_status(shared: Path) -> None:
 def test_lookup_command_not_on_path_says_what_to_do() -> None:
     with pytest.raises(SchedulerInputError, match="--sacct FILE"):
         run_job_lookup("no-such-sacct-binary --json --jobs {job}", "5")
+
+
+def test_bad_records_and_commands_are_one_clear_error() -> None:
+    # a hostlist or a GPU index that is not one, and unbalanced quotes in --job-lookup
+    for nodes, gres in (("gpu[1-x]", "gpu:2(IDX:0-1)"), ("gpu1", "gpu:2(IDX:-1)")):
+        doc = {"jobs": [{"job_id": 7, "job_state": "RUNNING", "start_time": 100,
+                         "nodes": nodes, "gres_detail": [gres]}]}  # fmt: skip
+        with pytest.raises(SchedulerInputError, match=r"cannot read jobs.json: job 7: not a"):
+            find_job([doc], "7", "jobs.json")
+    with pytest.raises(SchedulerInputError, match="the job lookup command: No closing"):
+        run_job_lookup("sacct --json --jobs '{job}", "5")
