@@ -259,7 +259,8 @@ def verdicts(card: Card) -> list[str]:
         f"({card.current.idle_allocated_cost:,.2f} {card.currency})"
     )
     if card.baseline is not None:
-        idle_line += f", baseline {card.baseline.idle_allocated_gpu_hours:.1f} per {card.period}"
+        base = card.baseline.idle_allocated_gpu_hours
+        idle_line += f", baseline {base:.1f} GPU-hours per {card.period}"
     out.append(idle_line + ".")
     return out
 

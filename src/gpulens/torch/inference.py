@@ -373,16 +373,20 @@ class Inference:
         self._stop.set()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=30)
-        if not self._dead:
-            for p in list(self._pending):  # the last calls' events: waited for once, here
-                if p.end is not None:
-                    p.end.synchronize()
-            self._emit(final=True)
-        self._dead = True
         try:
+            if not self._dead:
+                for p in list(self._pending):  # the last calls' events: waited for once, here
+                    if p.end is not None:
+                        p.end.synchronize()
+                self._emit(final=True)
+            self._dead = True
             self._writer.close()
         except StoreError as exc:
             log.warning("gpulens: the last latency readings were not stored: %s", exc)
+        except Exception as exc:  # recording never raises into the serving code
+            self._dead = True
+            log.warning("gpulens: the last latency readings were not stored: %s: %s",
+                        type(exc).__name__, exc)  # fmt: skip
 
     def __enter__(self) -> Inference:
         return self
