@@ -265,9 +265,9 @@ PAGES = (
 
 
 # GPU_UTIL's factor, one step per scrape of a page: every scrape serves another value. The
-# report reads the range at a 1 s step, the scrape interval, so each point is one scrape and the
-# report's mean is the served one (at a 5 s step a 15 s range is three points, and their partial
-# ends move the mean by up to 0.1)
+# report reads the range at a 1 s step, the scrape interval, so each point holds about one
+# scrape; the expected mean is worked out from the samples Prometheus stored, with their own
+# times, since a late scrape moves a value across a point's edge
 CYCLE = (0.2, 0.9, 0.4, 1.0, 0.3, 0.7, 0.5)
 
 
@@ -344,12 +344,16 @@ def test_report_on_replayed_dcgm_exporter_pages(shared: Path, tmp_path: Path) ->
             end = time.time()
             cfg = load_config(None, env={}, overrides={"data_dir": str(tmp_path / "unused")})
             view = prom_app.report(cfg, live.url, int(start * NS), int(end * NS), 0, step_s=1)
+            # the raw samples Prometheus stored, each with the time of its scrape
+            lo, hi = math.floor(start), math.floor(end)
+            raw = httpx.get(
+                f"{live.url}/api/v1/query",
+                params={"query": f"DCGM_FI_DEV_GPU_UTIL[{hi - lo + 5}s]", "time": hi},
+            ).json()["data"]["result"]
     finally:
         replayer.close()
     assert len(view.gpus) == 2
     assert {g["gpu_model"] for g in view.gpus} == {"Tesla T4"}
-    lo = math.floor(start / 5) * 5
-    hi = math.floor(end / 5) * 5
     for index, page in enumerate(pages):
         host = next(
             line.split('Hostname="')[1].split('"')[0]
@@ -357,7 +361,14 @@ def test_report_on_replayed_dcgm_exporter_pages(shared: Path, tmp_path: Path) ->
             if line.startswith("DCGM_FI_DEV_GPU_UTIL{")
         )
         (gpu,) = [g for g in view.gpus if g["host"] == host]
-        served = [u / 100 for t, u in replayer.served[index] if lo <= t < hi]
-        assert len(served) >= 10
-        assert len(set(served)) == len(CYCLE)  # the values changed scrape by scrape
-        assert gpu["mean_duty"] == pytest.approx(sum(served) / len(served), abs=0.03)
+        (series,) = [r["values"] for r in raw if r["metric"].get("Hostname") == host]
+        samples = [(float(t), float(v) / 100) for t, v in series if lo - 1 <= float(t) <= hi]
+        served = {u / 100 for _, u in replayer.served[index]}
+        assert {v for _, v in samples} <= served  # Prometheus stored what the page served
+        assert len({v for _, v in samples}) == len(CYCLE)  # the values changed scrape by scrape
+        # the report's point at t is the mean of the samples in [t - 1 s, t] (avg_over_time at a
+        # 1 s step), for t from lo + 1 to hi; its mean duty is the mean of those points
+        points = [[v for ts, v in samples if t - 1 <= ts <= t] for t in range(lo + 1, hi + 1)]
+        means = [sum(p) / len(p) for p in points if p]
+        assert len(means) >= 10
+        assert gpu["mean_duty"] == pytest.approx(sum(means) / len(means), abs=0.005)
