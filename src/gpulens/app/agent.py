@@ -4,7 +4,9 @@ Collectors → store (as `record`), with every tick also feeding a `LiveState`, 
 refreshed when an interval closes (or when a viewer asks); a background pass runs the findings
 rules over the recent history every `agent.findings_every_seconds` while someone looks at the
 dashboard, and `IDLE_FINDINGS_FACTOR` times less often when nobody does (/metrics still shows
-them); and one HTTP port serves Prometheus `/metrics`, the web dashboard and its JSON API.
+them), then in a short-lived child process (app/store_child.py), so that an agent nobody
+views never loads DuckDB or the analysis code; and one HTTP port serves Prometheus `/metrics`,
+the web dashboard and its JSON API.
 
 With a `PacedClock` (`gpulens agent --speed`, simulated collectors only), background passes
 (findings, compaction and retention) run on the simulated clock too, and the tick lag is how
@@ -42,6 +44,7 @@ from gpulens.analyze.traces.limits import DEFAULT_LIMITS, TraceLimits
 from gpulens.app import session
 from gpulens.app.heap import trim_heap
 from gpulens.app.live import LiveState
+from gpulens.app.store_child import cache_in_child, findings_in_child
 from gpulens.app.traces import trace_limits
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
@@ -52,8 +55,8 @@ from gpulens.store import SegmentWriter, Store, WriterStats
 from gpulens.store.location import StorePath
 
 if TYPE_CHECKING:
-    from gpulens.app.analysis import ReportView
     from gpulens.app.cluster_feed import ClusterFeed
+    from gpulens.findings.model import Finding
 
 NS = 1_000_000_000
 #: the bound on the shutdown after SIGTERM or SIGINT: the server, the recorder and its flush
@@ -353,13 +356,17 @@ class Agent:
             now = self.clock.now_ns()
             if self._writer is not None:
                 self.live.set_store_stats(_fields(self._writer.stats()))
+            start = now - int(window * NS)
             try:
-                view = self.context.with_store(partial(self._analyse, now - int(window * NS), now))
+                if self.context.viewer_recent():  # the dashboard has the analysis loaded
+                    findings = self.context.with_store(partial(self._findings, start, now))
+                else:  # nobody looks: DuckDB and the analysis stay out of this process
+                    findings = findings_in_child(self.cfg, start, now, self.stop)
             except Exception as exc:
                 self._note(f"findings pass: {type(exc).__name__}: {exc}")
                 continue
-            self.live.set_findings(view.findings, now)
-            del view
+            self.live.set_findings(findings, now)
+            del findings
             if not self.context.viewer_recent():
                 self.context.close()  # the store's DuckDB connection, until the next pass
             trim_heap()
@@ -379,6 +386,7 @@ class Agent:
                     compact_min_age_seconds=compact_after,
                     clock=self.clock,
                     host=self.cfg.host,
+                    materialize=partial(cache_in_child, stop=self.stop),
                 )
             except Exception as exc:  # retried next time; recording goes on
                 self._note(f"maintenance: {type(exc).__name__}: {exc}")
@@ -391,7 +399,8 @@ class Agent:
         assert self.cluster is not None
         self.cluster.run(self.stop, after=release_memory)
 
-    def _analyse(self, start_ns: int, end_ns: int, store: Store) -> ReportView:
+    def _findings(self, start_ns: int, end_ns: int, store: Store) -> list[Finding]:
+        """The findings pass in this process (as `store_child.analyse_window` in a child)."""
         from gpulens.app.analysis import analyse
 
         ctx = self.context
@@ -403,7 +412,7 @@ class Agent:
             region=ctx.region,
             quotas=ctx.quotas,
             **ctx.analysis,
-        )
+        ).findings
 
     def _warn(self, message: str) -> None:
         """A store failure (or recovery): logged at once and kept for the dashboard."""

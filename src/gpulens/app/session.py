@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ from gpulens.analyze.efficiency import Thresholds
 from gpulens.analyze.inference import Objective
 from gpulens.analyze.memory import MemorySettings
 from gpulens.analyze.prices import Prices, parse_assignments
+from gpulens.app.store_child import cache_in_child
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.collect.host.collector import HostCollector
@@ -234,6 +236,8 @@ def record(
             keep_days=cfg.get("store.retention_days"),
             compact_min_age_seconds=compact_after,
             host=cfg.host,
+            # DuckDB, which writes the cache, stays out of the recorder (app/store_child.py)
+            materialize=partial(cache_in_child, stop=stop or threading.Event()),
         )
         janitor.start()
     try:

@@ -127,3 +127,28 @@ class Finding:
             "recommendation": self.recommendation,
             "docs": self.docs,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
+        """The finding `to_dict` wrote (KeyError or ValueError for anything else)."""
+        window = d["window"]
+        return cls(
+            rule_id=str(d["rule_id"]),
+            severity=Severity(d["severity"]),
+            subject={str(k): str(v) for k, v in d["subject"].items()},
+            window=(int(window["start_ns"]), int(window["end_ns"])),
+            summary=str(d["summary"]),
+            evidence=tuple(
+                Evidence(
+                    metric=str(e["metric"]),
+                    value=float(e["value"]),
+                    threshold=None if e["threshold"] is None else float(e["threshold"]),
+                    comparison=str(e["comparison"]),
+                    note=str(e["note"]),
+                )
+                for e in d["evidence"]
+            ),
+            impact=Impact(**d["impact"]),
+            recommendation=str(d["recommendation"]),
+            docs=str(d["docs"]),
+        )

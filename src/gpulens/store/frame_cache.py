@@ -34,14 +34,17 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from gpulens.clock import Clock, SystemClock
 from gpulens.errors import StoreError
 from gpulens.model import Kind
 from gpulens.store.layout import (
     PARTITION_PREFIX,
     SUFFIX,
     LiveFiles,
+    day_of,
     ensure_dir,
     partition_dir,
+    partitions,
     read_footer_meta,
     write_atomic,
 )
@@ -158,6 +161,17 @@ def fresh_file(
         stats.days_corrupt += int(found is None and corrupt > 0)
         stats.days_stale += int(found is None and corrupt == 0 and stale > 0)
     return found
+
+
+def closed_days_to_cache(data_dir: StorePath, *, clock: Clock | None = None) -> list[str]:
+    """The closed UTC days (before today by `clock`) with raw data and no fresh cache file,
+    oldest first; none in an object store (the cache is kept on local disk only)."""
+    if isinstance(data_dir, ObjectPath):
+        return []
+    today = day_of((clock or SystemClock()).now_ns())
+    days = sorted({d for kind in INPUT_KINDS for d, _ in partitions(data_dir, kind)})
+    live = LiveFiles(data_dir)
+    return [d for d in days if d < today and fresh_file(data_dir, d, live) is None]
 
 
 def write_frame(

@@ -48,21 +48,21 @@ from pathlib import Path
 import pyarrow as pa
 
 from gpulens.catalog import POWER_REASON_BITS, THERMAL_REASON_BITS
-from gpulens.clock import Clock, SystemClock
+from gpulens.clock import Clock
 from gpulens.errors import StoreError
 from gpulens.model import ATTRIBUTION_LABELS
 from gpulens.store.coverage import close_inner_tails, coverage_sql, tail_sql
 from gpulens.store.frame_cache import (
     CACHE_STEP_S,
-    INPUT_KINDS,
     CacheStats,
     cached_days,
+    closed_days_to_cache,
     fresh_file,
     inputs_digest,
     write_frame,
 )
-from gpulens.store.layout import NS_PER_DAY, LiveFiles, day_of, day_start_ns, partitions
-from gpulens.store.location import ObjectPath, StorePath, open_location
+from gpulens.store.layout import NS_PER_DAY, LiveFiles, day_start_ns
+from gpulens.store.location import StorePath, open_location
 from gpulens.store.query import Queryable, Store
 
 GPU_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance")
@@ -747,17 +747,12 @@ def materialize_closed_days(data_dir: StorePath, *, clock: Clock | None = None) 
     Returns (days written, days that failed); a failing day (an unreadable raw file, a full
     disk) is skipped so the others still get their cache.
     """
-    today = day_of((clock or SystemClock()).now_ns())
-    data_dir = open_location(data_dir)
-    if isinstance(data_dir, ObjectPath):
-        return 0, 0  # the cache is kept on local disk only (frame_cache.cached_days)
-    days = sorted({d for kind in INPUT_KINDS for d, _ in partitions(data_dir, kind)})
-    live = LiveFiles(data_dir)
+    days = closed_days_to_cache(open_location(data_dir), clock=clock)
+    if not days:
+        return 0, 0  # nothing to write: no DuckDB connection opened
     written = failed = 0
-    with Store(data_dir) as store:
+    with Store(open_location(data_dir)) as store:
         for day in days:
-            if day >= today or fresh_file(data_dir, day, live) is not None:
-                continue
             try:
                 _materialize(store, day)
             except StoreError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpulens.clock import Clock, SystemClock
@@ -11,6 +12,9 @@ from gpulens.store.compact import CompactionResult, compact
 from gpulens.store.frames import materialize_closed_days
 from gpulens.store.location import ObjectPath, StorePath, open_location
 from gpulens.store.retention import apply_retention
+
+#: writes the frames cache of the closed days that need it: (days written, days that failed)
+Materialize = Callable[[StorePath, Clock], tuple[int, int]]
 
 #: on object storage an agent's maintenance compacts today's and yesterday's partitions only
 RECENT_DAYS = 2
@@ -34,12 +38,14 @@ def maintain(
     clock: Clock | None = None,
     materialize_frames: bool = True,
     host: str | None = None,
+    materialize: Materialize | None = None,
 ) -> MaintenanceResult:
     """Delete days past retention, then merge segments older than `compact_min_age_seconds`
     (in that order, so days about to go are not merged first), then write the frames cache of
     every closed day that has none or a stale one (after compaction, which changes the files
     a cache is checked against). In an object store, compaction merges only `host`'s files
-    when it is given (each agent compacts its own; `compact`)."""
+    when it is given (each agent compacts its own; `compact`). `materialize`: how the frames
+    cache is written (default: `materialize_closed_days`, in this process)."""
     clock = clock or SystemClock()
     deleted = apply_retention(data_dir, keep_days, clock=clock)
     remote = isinstance(open_location(data_dir), ObjectPath)
@@ -52,7 +58,10 @@ def maintain(
     )
     written = failed = 0
     if materialize_frames:
-        written, failed = materialize_closed_days(data_dir, clock=clock)
+        if materialize is not None:
+            written, failed = materialize(data_dir, clock)
+        else:
+            written, failed = materialize_closed_days(data_dir, clock=clock)
     return MaintenanceResult(result, len(deleted), written, failed)
 
 
@@ -71,8 +80,10 @@ class MaintenanceThread(threading.Thread):
         keep_days: int,
         compact_min_age_seconds: float,
         host: str | None = None,
+        materialize: Materialize | None = None,
     ) -> None:
         super().__init__(name="gpulens-store-maintenance", daemon=True)
+        self.materialize = materialize
         self.data_dir = data_dir
         self.every_seconds = every_seconds
         self.keep_days = keep_days
@@ -95,6 +106,7 @@ class MaintenanceThread(threading.Thread):
                 keep_days=self.keep_days,
                 compact_min_age_seconds=self.compact_min_age_seconds,
                 host=self.host,
+                materialize=self.materialize,
             )
             self.passes += 1
         except (GpulensError, OSError) as exc:

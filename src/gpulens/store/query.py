@@ -11,6 +11,10 @@ runs makes the query run again on the new listing.
 In an object store DuckDB reads the same files through a pyarrow dataset (pyarrow's S3 or GCS
 filesystem; DuckDB's own httpfs is not used): the view scans it with the columns and filters
 of the query pushed down, so only the column chunks a query needs are fetched (byte ranges).
+
+DuckDB is imported by the first `Store`, not with this module: an agent nobody views records
+and exports without ever loading it (~40 MB of library pages and heap for the life of a
+process once loaded).
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -31,6 +34,7 @@ from gpulens.store.location import ObjectPath, StorePath, open_location, paralle
 from gpulens.store.schema import DATE, empty_schema
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow.dataset as pads
 
 Params = Sequence[object] | Mapping[str, object] | None
@@ -43,16 +47,22 @@ class Queryable(Protocol):
     def query(self, sql: str, params: Params = None) -> pa.Table: ...
 
 
-_SQL_ERRORS: tuple[type[Exception], ...] = (
-    duckdb.ParserException,
-    duckdb.BinderException,
-    duckdb.CatalogException,
-    duckdb.ConversionException,
-    duckdb.NotImplementedException,
-    duckdb.OutOfRangeException,
-    duckdb.TypeMismatchException,
-    duckdb.SyntaxException,
-)
+def _sql_errors() -> tuple[type[Exception], ...]:
+    """DuckDB's exceptions that mean the SQL itself is wrong (QueryError)."""
+    import duckdb
+
+    return (
+        duckdb.ParserException,
+        duckdb.BinderException,
+        duckdb.CatalogException,
+        duckdb.ConversionException,
+        duckdb.NotImplementedException,
+        duckdb.OutOfRangeException,
+        duckdb.TypeMismatchException,
+        duckdb.SyntaxException,
+    )
+
+
 _VANISHED = re.compile(
     r"no files found|no such file|cannot open file|does not exist|no_?such_?key", re.I
 )
@@ -72,6 +82,10 @@ class Store:
         self.data_dir = open_location(data_dir)
         self.retries = retries
         self._live = LiveFiles(self.data_dir)
+        import duckdb
+
+        self._duck_error: type[Exception] = duckdb.Error
+        self._sql_errors = _sql_errors()
         self._con = duckdb.connect(":memory:")
         self._views: dict[Kind, tuple[StorePath, ...]] = {}
         self._schemas: dict[ObjectPath, pa.Schema] = {}
@@ -90,10 +104,10 @@ class Store:
             try:
                 self._refresh()
                 return self._run(sql, params)
-            except _SQL_ERRORS as exc:
+            except self._sql_errors as exc:
                 message = f"SQL error: {_first_line(exc)} (in query: {_short(sql)})"
                 raise QueryError(message) from exc
-            except duckdb.Error as exc:
+            except self._duck_error as exc:
                 if _VANISHED.search(str(exc)):
                     if attempt < self.retries:
                         attempt += 1  # compaction or retention removed a file we listed
@@ -214,7 +228,7 @@ class Store:
             partition_base_dir=(self.data_dir / kind.value).key,
         )
 
-    def _storage_error(self, exc: duckdb.Error, sql: str) -> StoreError:
+    def _storage_error(self, exc: Exception, sql: str) -> StoreError:
         """Name the unreadable file when there is one, else report DuckDB's message."""
         for kind in Kind:
             for path in self._live.live(kind):

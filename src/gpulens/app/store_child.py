@@ -1,0 +1,170 @@
+"""Work on the store that needs DuckDB, run by a recorder in a short-lived child process.
+
+An agent nobody views still runs the findings rules every few minutes (to keep the findings in
+/metrics current), and a recorder writes the frames cache of each day once it closes. In the
+recorder's own process either would load DuckDB and the analysis code for good (a shared
+library is never unloaded): ~60 MB held for the life of an agent whose recording needs ~140 MB.
+Here they run in a child process that reads the same store and exits, its memory going with it:
+
+- `findings_in_child`: the same `analysis.analyse` the dashboard runs, on the same store,
+  settings and window; the findings come back as JSON (`Finding.to_dict`, read with
+  `Finding.from_dict`). A pass costs the child's start (its imports, ~0.7 s of CPU) on top of
+  the analysis; the agent pays it only while nobody views the dashboard, when passes are
+  `IDLE_FINDINGS_FACTOR` times rarer (app/agent.py).
+- `cache_in_child`: `frames.materialize_closed_days`, started only when a closed day has no
+  fresh cache file (the check reads file listings, not data: no DuckDB).
+
+`python -m gpulens.app.store_child` is the child: a JSON request on stdin, the answer as JSON on
+stdout; one line on stderr and exit code 1 when the work fails.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gpulens.clock import Clock, FakeClock, SystemClock
+from gpulens.config import Config
+from gpulens.findings.model import Finding
+from gpulens.store.location import StorePath
+
+#: how long a child may take before it is given up (the next pass starts afresh)
+CHILD_TIMEOUT_S = 300.0
+#: how often the parent looks at its stop signal while the child runs
+POLL_S = 0.25
+
+
+class ChildError(RuntimeError):
+    """The child failed, timed out or was stopped; the message says which."""
+
+
+def findings_in_child(
+    cfg: Config,
+    start_ns: int,
+    end_ns: int,
+    stop: threading.Event,
+    timeout_s: float = CHILD_TIMEOUT_S,
+) -> list[Finding]:
+    """The findings of `cfg`'s store over [start_ns, end_ns), computed by a child process
+    (ChildError when it fails, `stop` is set or `timeout_s` passes)."""
+    request = {
+        "job": "findings",
+        "values": dict(cfg.values),
+        "sources": dict(cfg.sources),
+        "start_ns": int(start_ns),
+        "end_ns": int(end_ns),
+    }
+    answer = _run("the findings pass", request, stop, timeout_s)
+    try:
+        return [Finding.from_dict(d) for d in answer["findings"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ChildError(f"the findings pass answered what it should not: {exc}") from exc
+
+
+def cache_in_child(
+    data_dir: StorePath,
+    clock: Clock | None = None,
+    stop: threading.Event | None = None,
+    timeout_s: float = CHILD_TIMEOUT_S,
+) -> tuple[int, int]:
+    """`frames.materialize_closed_days` in a child process, started only when a closed day
+    needs its cache: (days written, days that failed)."""
+    from gpulens.store.frame_cache import closed_days_to_cache
+
+    clock = clock or SystemClock()
+    if not closed_days_to_cache(data_dir, clock=clock):
+        return 0, 0
+    request = {"job": "cache", "data_dir": str(data_dir), "now_ns": clock.now_ns()}
+    answer = _run("the frames cache", request, stop or threading.Event(), timeout_s)
+    return int(answer["written"]), int(answer["failed"])
+
+
+def _run(
+    what: str, request: dict[str, Any], stop: threading.Event, timeout_s: float
+) -> dict[str, Any]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulens.app.store_child"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    sent: str | None = json.dumps(request, default=str)
+    while True:
+        try:
+            out, err = proc.communicate(sent, timeout=POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            sent = None  # the request went with the first call
+            if stop.is_set() or time.monotonic() > deadline:
+                proc.kill()
+                proc.communicate()
+                why = "was stopped" if stop.is_set() else f"gave up after {timeout_s:g} s"
+                raise ChildError(f"{what} {why}") from None
+    if proc.returncode != 0:
+        lines = [line for line in err.splitlines() if line.strip()]
+        raise ChildError(f"{what} failed: {lines[-1] if lines else proc.returncode}")
+    try:
+        answer = json.loads(out)
+    except ValueError as exc:
+        raise ChildError(f"{what} answered what it should not: {exc}") from exc
+    if not isinstance(answer, dict):
+        raise ChildError(f"{what} answered what it should not: {out[:80]!r}")
+    return answer
+
+
+def analyse_window(cfg: Config, start_ns: int, end_ns: int) -> list[dict[str, Any]]:
+    """The findings child's work: the findings of `cfg`'s store over the window, as dicts."""
+    from gpulens.app import session
+    from gpulens.app.analysis import analyse
+    from gpulens.store import Store
+
+    with Store(cfg.data_dir) as store:
+        view = analyse(
+            store,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            prices=session.prices(cfg),
+            region=session.carbon_region(cfg),
+            quotas=session.quotas(cfg),
+            **session.analysis_settings(cfg),
+        )
+    return [f.to_dict() for f in view.findings]
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
+    job = request["job"]
+    if job == "findings":
+        cfg = Config(request["values"], request["sources"])
+        return {"findings": analyse_window(cfg, int(request["start_ns"]), int(request["end_ns"]))}
+    if job == "cache":
+        from gpulens.store.frames import materialize_closed_days
+
+        clock = FakeClock(int(request["now_ns"]))
+        written, failed = materialize_closed_days(Path(request["data_dir"]), clock=clock)
+        return {"written": written, "failed": failed}
+    raise ValueError(f"no such job {job!r}")
+
+
+def main() -> int:
+    """The child: a request on stdin, the answer on stdout."""
+    from gpulens.app.lean import keep_pandas_out
+
+    keep_pandas_out()
+    try:
+        answer = _answer(json.loads(sys.stdin.read()))
+    except Exception as exc:  # one line for the parent's log
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    json.dump(answer, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

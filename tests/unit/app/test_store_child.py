@@ -1,0 +1,98 @@
+"""Store work in a child process: the findings pass gives the findings the pass in the agent
+gives, the frames cache is the one written in process, and a child that fails, times out or is
+stopped gives one clear error."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpulens.app.store_child import ChildError, analyse_window, cache_in_child, findings_in_child
+from gpulens.clock import FakeClock
+from gpulens.findings.model import Finding
+from gpulens.store.frame_cache import cached_days, closed_days_to_cache
+
+NS = 1_000_000_000
+T0 = 1_767_225_600 * NS  # 2026-01-01 00:00 UTC
+SPAN_S = 3600
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory, simulated_store: Callable[..., Any]) -> Any:
+    return simulated_store(tmp_path_factory.mktemp("store"), T0, SPAN_S, gpus_per_host=4)
+
+
+def _dumps(findings: list[dict[str, Any]]) -> str:
+    return json.dumps(findings, sort_keys=True)
+
+
+def test_the_child_finds_what_the_agent_finds(sim: Any) -> None:
+    end = T0 + SPAN_S * NS
+    here = analyse_window(sim.config, T0, end)
+    assert here, "the simulated hour should hold findings"
+    child = findings_in_child(sim.config, T0, end, threading.Event())
+    assert all(isinstance(f, Finding) for f in child)
+    assert _dumps([f.to_dict() for f in child]) == _dumps(here)
+
+
+def test_a_finding_reads_back_as_it_was_written(sim: Any) -> None:
+    found = analyse_window(sim.config, T0, T0 + SPAN_S * NS)
+    again = [Finding.from_dict(json.loads(json.dumps(d))).to_dict() for d in found]
+    assert _dumps(again) == _dumps(found)
+    with pytest.raises(KeyError):
+        Finding.from_dict({"rule_id": "x"})
+
+
+def test_a_damaged_store_fails_the_pass_with_the_file_named(
+    sim: Any, tmp_path: Path, simulated_store: Callable[..., Any]
+) -> None:
+    other = simulated_store(tmp_path / "store", T0, 600, gpus_per_host=1)
+    segment = next(p for p in sorted((other.data_dir / "gpu").rglob("*.parquet")))
+    segment.write_bytes(b"not parquet at all" * 100)
+    with pytest.raises(ChildError) as err:
+        findings_in_child(other.config, T0, T0 + 600 * NS, threading.Event())
+    assert "failed" in str(err.value)
+    assert segment.name in str(err.value)
+
+
+def test_a_stop_ends_the_child_at_once(sim: Any) -> None:
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    began = time.monotonic()
+    with pytest.raises(ChildError, match="findings pass was stopped"):
+        findings_in_child(sim.config, T0, T0 + SPAN_S * NS, stop)
+    assert time.monotonic() - began < 2.0
+
+
+def test_a_pass_past_its_time_is_given_up(sim: Any) -> None:
+    began = time.monotonic()
+    with pytest.raises(ChildError, match=r"gave up after 0\.2 s"):
+        findings_in_child(sim.config, T0, T0 + SPAN_S * NS, threading.Event(), timeout_s=0.2)
+    assert time.monotonic() - began < 2.0
+
+
+def test_the_cache_of_closed_days_is_written_by_a_child_and_only_when_needed(
+    tmp_path: Path, simulated_store: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    day = 86_400 * NS
+    start = T0 + day - 600 * NS  # ten minutes before midnight, ten after
+    sim = simulated_store(tmp_path / "store", start, 1200, gpus_per_host=1)
+    clock = FakeClock(T0 + 2 * day)
+    assert closed_days_to_cache(sim.data_dir, clock=clock) == ["2026-01-01", "2026-01-02"]
+    assert cache_in_child(sim.data_dir, clock) == (2, 0)
+    assert [d for d, _ in cached_days(sim.data_dir)] == ["2026-01-01", "2026-01-02"]
+    assert closed_days_to_cache(sim.data_dir, clock=clock) == []
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a child was started with nothing to do")
+
+    monkeypatch.setattr("subprocess.Popen", no_child)
+    assert cache_in_child(sim.data_dir, clock) == (0, 0)
+    # today's partition is never cached: the day is still open
+    assert closed_days_to_cache(sim.data_dir, clock=FakeClock(T0 + day + 60 * NS)) == []
