@@ -34,8 +34,8 @@ from gpulens.findings.model import Finding
 from gpulens.model import HOLDER_LABELS, Kind, Reading
 from gpulens.pipeline.scheduler import TickResult
 from gpulens.pipeline.selfstats import SelfStats
-from gpulens.store.frames import gpu_intervals
 from gpulens.store.recent import RecentWindow
+from gpulens.store.recent_frame import recent_intervals
 
 NS = 1_000_000_000
 #: labels that identify a GPU entity (a whole GPU or a MIG instance)
@@ -242,8 +242,9 @@ class LiveState:
     def refresh(self) -> pa.Table | None:
         """Classify the last `state_window_s` seconds and count the waste of closed intervals.
 
-        Returns the annotated frame (None before any reading): one DuckDB query over a few
-        minutes of readings. One refresh runs at a time.
+        Returns the annotated frame (None before any reading): the interval frame of a few
+        minutes of readings, computed in memory (`recent_intervals`, no DuckDB for a state
+        window that divides a minute or is one). One refresh runs at a time.
         """
         with self._refresh_lock:
             return self._refresh()
@@ -257,8 +258,8 @@ class LiveState:
         # the current (possibly partial) interval and the ones before it still in the window
         end = (latest // step_ns + 1) * step_ns
         start = end - 3 * step_ns
-        frame = gpu_intervals(
-            self.window, step_s=self.state_window_s, start_ns=start, end_ns=end, use_cache=False
+        frame = recent_intervals(
+            self.window, step_s=self.state_window_s, start_ns=start, end_ns=end
         )
         if frame.num_rows == 0:
             return frame

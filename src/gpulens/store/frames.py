@@ -47,10 +47,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from gpulens.catalog import POWER_REASON_BITS, THERMAL_REASON_BITS
 from gpulens.clock import Clock
 from gpulens.errors import StoreError
-from gpulens.model import ATTRIBUTION_LABELS
 from gpulens.store.coverage import close_inner_tails, coverage_sql, tail_sql
 from gpulens.store.frame_cache import (
     CACHE_STEP_S,
@@ -61,170 +59,38 @@ from gpulens.store.frame_cache import (
     inputs_digest,
     write_frame,
 )
+from gpulens.store.frame_columns import (
+    ANY,
+    COUNT,
+    FIRST,
+    GPU_LABELS,
+    LAST,
+    MAX,
+    MEAN,
+    MIN,
+    PROCESS_LABELS,
+    SUM,
+    Agg,
+)
+from gpulens.store.frame_columns import APP_GPU as _APP_GPU
+from gpulens.store.frame_columns import APP_JOB as _APP_JOB
+from gpulens.store.frame_columns import COLUMNS as COLUMNS
+from gpulens.store.frame_columns import GPU as _GPU
+from gpulens.store.frame_columns import HOST as _HOST
+from gpulens.store.frame_columns import OUTPUT as _OUTPUT
+from gpulens.store.frame_columns import PARTS as _PARTS
+from gpulens.store.frame_columns import PROCESS as _PROCESS
+from gpulens.store.frame_columns import Part as _Part
 from gpulens.store.layout import NS_PER_DAY, LiveFiles, day_start_ns
 from gpulens.store.location import StorePath, open_location
 from gpulens.store.query import Queryable, Store
 
-GPU_LABELS: tuple[str, ...] = ("host", "gpu_uuid", "gpu_index", "gpu_model", "mig_instance")
-# the attribution columns, in schema order: the top process's pid and its attribution labels
-PROCESS_LABELS: tuple[str, ...] = ("pid", *ATTRIBUTION_LABELS)
-
-
-# -- the aggregated columns: one description for the raw rows and the frames cache -----------
+# -- the aggregated columns (declared in frame_columns.py) ------------------------------------
 #
-# Every per-bucket aggregate is declared once, as an `Agg` in one of the `_PARTS` below; the
-# SQL over raw rows (`_raw_sql`) and the frames cache's SQL (partial aggregates per 60 s in
-# `_fine_sql`, re-aggregated to coarser levels in `_coarse_sql`, read back by `_CachePlan`) are
-# all generated from it, so the two paths cannot disagree on which columns exist or how each
-# is aggregated.
-
-MEAN, MIN, MAX, FIRST, LAST, ANY, COUNT = "mean", "min", "max", "first", "last", "any", "count"
-SUM = "sum"  # a derived column that adds up across buckets (the coverage seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class Agg:
-    """One aggregated column of a part: `name` (a frame column or an input of one), `kind` (how
-    rows combine: MEAN, MIN, MAX, FIRST / LAST non-null value by time, ANY value, COUNT of
-    rows) and `expr`, the SQL over one raw row (a metric name, or an expression of several).
-
-    A MEAN is kept in the cache as its sum `s_<name>` and count `n_<name>`; every other kind
-    as `<name>`, re-aggregated with itself (FIRST / LAST by bucket, COUNT by summing)."""
-
-    name: str
-    kind: str
-    expr: str = ""
-
-    @property
-    def source(self) -> str:
-        return self.expr or self.name
-
-
-def _throttle(bits: int) -> str:
-    """1.0 for a sample whose `clocks_event_reasons` mask has any of `bits` set, else 0.0."""
-    return f"((clocks_event_reasons::BIGINT & {bits}) <> 0)::DOUBLE"
-
-
-# frame column → gpu metric averaged over the interval (analyze.schema.MEAN_COLUMNS)
-_MEANS: tuple[tuple[str, str], ...] = (
-    ("duty", "gpu_util_ratio"),
-    ("mem_copy", "mem_copy_util_ratio"),
-    ("graphics_active", "graphics_active_ratio"),
-    ("sm_active", "sm_active_ratio"),
-    ("sm_occupancy", "sm_occupancy_ratio"),
-    ("tensor_active", "tensor_active_ratio"),
-    ("dram_active", "dram_active_ratio"),
-    ("fp32_active", "fp32_active_ratio"),
-    ("fp16_active", "fp16_active_ratio"),
-    ("fp64_active", "fp64_active_ratio"),
-    ("pcie_rx_bps", "pcie_rx_bytes_per_second"),
-    ("pcie_tx_bps", "pcie_tx_bytes_per_second"),
-    ("sm_clock_hz", "sm_clock_hertz"),
-    ("power_w", "power_watts"),
-    ("temperature_c", "temperature_celsius"),
-)
-_GPU_AGGS: tuple[Agg, ...] = (
-    Agg("gpu_index", ANY),
-    Agg("gpu_model", ANY),
-    Agg("parent_uuid", ANY),
-    Agg("mig_profile", ANY),
-    Agg("samples", COUNT, "*"),
-    Agg("ts_first", MIN, "epoch_ns(ts)"),
-    Agg("ts_last", MAX, "epoch_ns(ts)"),
-    *(Agg(c, MEAN, m) for c, m in _MEANS),
-    Agg("sm_active_min", MIN, "sm_active_ratio"),
-    Agg("sm_active_max", MAX, "sm_active_ratio"),
-    Agg("duty_min", MIN, "gpu_util_ratio"),
-    Agg("sm_clock_max_hz", MAX, "sm_clock_max_hertz"),
-    Agg("power_limit_w", MAX, "power_limit_watts"),
-    Agg("memory_total_bytes", MAX),
-    Agg("memory_used_bytes", MAX),
-    Agg("memory_used_first", FIRST, "memory_used_bytes"),
-    Agg("memory_used_last", LAST, "memory_used_bytes"),
-    # nvlink_bps = rx + tx, null when neither was measured (the output expression)
-    Agg("nvlink_rx", MEAN, "nvlink_rx_bytes_per_second"),
-    Agg("nvlink_tx", MEAN, "nvlink_tx_bytes_per_second"),
-    # the energy counter only grows: first and last are its min and max (see _energy_sql)
-    Agg("e_first", MIN, "energy_joules"),
-    Agg("e_last", MAX, "energy_joules"),
-    Agg("throttle_power", MEAN, f"coalesce(throttle_power_ratio, {_throttle(POWER_REASON_BITS)})"),
-    Agg(
-        "throttle_thermal",
-        MEAN,
-        f"coalesce(throttle_thermal_ratio, {_throttle(THERMAL_REASON_BITS)})",
-    ),
-    Agg("clock_idle", MEAN, "(clocks_event_reasons::BIGINT & 1)::DOUBLE"),  # GPU_IDLE (0x1)
-    Agg("ecc_dbe_total", MAX, "ecc_dbe_volatile_total"),
-    Agg("xid_last", MAX, "xid_last"),
-)
-_PROCESS_AGGS: tuple[Agg, ...] = (
-    *(Agg(c, ANY) for c in ATTRIBUTION_LABELS),
-    Agg("mem", MAX, "process_memory_used_bytes"),
-)
-_HOST_AGGS: tuple[Agg, ...] = (
-    Agg("host_cpu", MEAN, "host_cpu_util_ratio"),
-    Agg("host_iowait", MEAN, "host_cpu_iowait_ratio"),
-)
-_APP_AGGS: tuple[Agg, ...] = (
-    Agg("data_wait", MEAN, "app_data_wait_ratio"),
-    Agg("tokens_per_s", MEAN, "app_tokens_per_second"),
-    Agg("model_parameters", MAX, "app_model_parameters"),
-    Agg("kernel_launches_per_s", MEAN, "app_kernel_launches_per_second"),
-    Agg("latency_p50_s", MEAN, "app_latency_p50_seconds"),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class _Part:
-    """One per-bucket aggregate table: `name` (its CTE's role, and the `part` tag of its rows
-    in a cache file), the raw `table`, the grouping `keys` besides the bucket, the raw rows
-    that count (`where`) and the aggregated columns."""
-
-    name: str
-    table: str
-    keys: tuple[str, ...]
-    where: str
-    aggs: tuple[Agg, ...]
-    derived: tuple[Agg, ...] = ()  # computed per fine bucket after the aggregation
-
-    @property
-    def merged(self) -> tuple[Agg, ...]:
-        """The columns that are re-aggregated from fine buckets: `aggs` and `derived`."""
-        return self.aggs + self.derived
-
-
-# the coverage rule's columns (store/coverage.py), per fine bucket, re-aggregated upward
-_COVERAGE_AGGS: tuple[Agg, ...] = (
-    Agg("cov_s", SUM),
-    Agg("nod_s", SUM),
-    Agg("tail_from", MAX),
-    Agg("cap_ns", MAX),
-    Agg("spacing_ns", MAX),
-)
-_GPU = _Part("gpu", "gpu", ("host", "gpu_uuid", "mig_instance"), "true", _GPU_AGGS, _COVERAGE_AGGS)
-_PROCESS = _Part(
-    "process",
-    "process",
-    ("gpu_uuid", "pid"),
-    "gpu_uuid IS NOT NULL AND process_memory_used_bytes IS NOT NULL",
-    _PROCESS_AGGS,
-)
-_HOST = _Part(
-    "host",
-    "host",
-    ("host",),
-    "(" + " OR ".join(f"{a.source} IS NOT NULL" for a in _HOST_AGGS) + ")",
-    _HOST_AGGS,
-)
-# application readings for one GPU of a job, and job-wide ones (no gpu_uuid)
-_APP_GPU = _Part(
-    "app_gpu", "app", ("job_id", "gpu_uuid"), "job_id IS NOT NULL AND gpu_uuid IS NOT NULL",
-    _APP_AGGS,
-)  # fmt: skip
-_APP_JOB = _Part(
-    "app_job", "app", ("job_id",), "job_id IS NOT NULL AND gpu_uuid IS NULL", _APP_AGGS
-)
-_PARTS: tuple[_Part, ...] = (_GPU, _PROCESS, _HOST, _APP_GPU, _APP_JOB)
+# Every per-bucket aggregate is declared once, as an `Agg` in one of the `_PARTS`; the SQL over
+# raw rows (`_raw_sql`) and the frames cache's SQL (partial aggregates per 60 s in `_fine_sql`,
+# re-aggregated to coarser levels in `_coarse_sql`, read back by `_CachePlan`) are all generated
+# from it, so the two paths cannot disagree on which columns exist or how each is aggregated.
 
 
 def _edge_sql(kind: str, value: str, order: str) -> str:
@@ -317,54 +183,6 @@ def _raw_gpu_sql(filters: str, one_row: bool, max_gap: str) -> str:
     FROM ({closed})
     GROUP BY {keys}, b
   ) c ON {on} AND c.b = r.b"""
-
-
-# rx + tx over the interval; null when neither direction was measured
-_NVLINK = (
-    "CASE WHEN g.nvlink_rx IS NOT NULL OR g.nvlink_tx IS NOT NULL "
-    "THEN coalesce(g.nvlink_rx, 0) + coalesce(g.nvlink_tx, 0) END"
-)
-# The output, in analyze.schema.ALL_COLUMNS order: (column, SQL expression over the joined
-# aggregates, DuckDB type).
-_OUTPUT: tuple[tuple[str, str, str], ...] = (
-    ("start_ns", "g.b * $step_ns", "BIGINT"),
-    ("step_s", "$step_s", "DOUBLE"),
-    ("samples", "g.samples", "BIGINT"),
-    ("covered_s", "g.cov_s + g.tail_cov_ns / 1e9", "DOUBLE"),
-    ("no_data_s", "g.nod_s + g.tail_nod_ns / 1e9", "DOUBLE"),
-    ("host", "g.host", "VARCHAR"),
-    ("gpu_uuid", "g.gpu_uuid", "VARCHAR"),
-    ("gpu_index", "g.gpu_index", "VARCHAR"),
-    ("gpu_model", "g.gpu_model", "VARCHAR"),
-    ("mig_instance", "g.mig_instance", "VARCHAR"),
-    ("parent_uuid", "g.parent_uuid", "VARCHAR"),
-    ("mig_profile", "g.mig_profile", "VARCHAR"),
-    *((c, f"pa.{c}", "VARCHAR") for c in PROCESS_LABELS),
-    ("processes", "coalesce(pa.processes, 0)", "BIGINT"),
-    *((c, f"g.{c}", "DOUBLE") for c, _ in _MEANS),
-    ("sm_active_min", "g.sm_active_min", "DOUBLE"),
-    ("sm_active_max", "g.sm_active_max", "DOUBLE"),
-    ("duty_min", "g.duty_min", "DOUBLE"),
-    ("sm_clock_max_hz", "g.sm_clock_max_hz", "DOUBLE"),
-    ("power_limit_w", "g.power_limit_w", "DOUBLE"),
-    ("memory_total_bytes", "g.memory_total_bytes", "DOUBLE"),
-    ("memory_used_bytes", "g.memory_used_bytes", "DOUBLE"),
-    ("memory_used_first", "g.memory_used_first", "DOUBLE"),
-    ("memory_used_last", "g.memory_used_last", "DOUBLE"),
-    ("process_memory_bytes", "pa.process_memory_bytes", "DOUBLE"),
-    ("nvlink_bps", _NVLINK, "DOUBLE"),
-    ("energy_j", "g.energy_j", "DOUBLE"),
-    ("energy_power_j", "g.power_w * (g.cov_s + g.tail_cov_ns / 1e9)", "DOUBLE"),
-    ("throttle_power", "g.throttle_power", "DOUBLE"),
-    ("throttle_thermal", "g.throttle_thermal", "DOUBLE"),
-    ("clock_idle", "g.clock_idle", "DOUBLE"),
-    ("host_cpu", "h.host_cpu", "DOUBLE"),
-    ("host_iowait", "h.host_iowait", "DOUBLE"),
-    *((a.name, f"coalesce(ag.{a.name}, aj.{a.name})", "DOUBLE") for a in _APP_AGGS),
-    ("ecc_dbe_total", "g.ecc_dbe_total", "DOUBLE"),
-    ("xid_last", "g.xid_last", "DOUBLE"),
-)
-COLUMNS: tuple[str, ...] = tuple(c for c, _, _ in _OUTPUT)
 
 
 def _series_sql() -> str:

@@ -11,7 +11,9 @@ Registration is incremental: each tick's readings wait in a short list that beco
 once their newest reading is older than `keep_s`, and a query concatenates a few blocks, not
 one table per tick. The DuckDB connection runs on one thread; it is opened at the first query,
 and `release` closes it until the next one (the agent does after each refresh nobody watches:
-what DuckDB keeps between queries is ~15-20 MB, a new connection ~25 ms of CPU).
+what DuckDB keeps between queries is ~15-20 MB, a new connection ~25 ms of CPU). DuckDB itself
+is imported by the first query, not with this module: `table` hands out the same tables the
+views show, and `gpulens.store.recent_frame` builds the interval frame from them without it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,10 +32,11 @@ from gpulens.store.query import Params, QueryError
 from gpulens.store.schema import DATE, TS, TS_TYPE, empty_schema
 from gpulens.store.segments import Groups, _concat, group_readings
 
+if TYPE_CHECKING:
+    import duckdb
+
 #: ticks merged into one block per kind (fewer, larger Arrow tables to keep and concatenate)
 BLOCK_TICKS = 30
-
-_DUCK_TYPES = {"timestamp[ns]": "TIMESTAMP_NS", "string": "VARCHAR", "double": "DOUBLE"}
 
 
 def readings_tables(readings: Iterable[Reading]) -> dict[Kind, pa.Table]:
@@ -93,6 +96,8 @@ class RecentWindow:
 
     def query(self, sql: str, params: Params = None) -> pa.Table:
         """Run `sql` over the window's views; QueryError when the SQL is wrong."""
+        import duckdb
+
         with self._lock:
             if self._con is None:
                 self._con = duckdb.connect(":memory:", config={"threads": 1})
@@ -109,32 +114,39 @@ class RecentWindow:
                 raise QueryError(f"SQL error: {first}") from exc
             return pa.table({}) if rel is None else rel.to_arrow_table()
 
+    def table(self, kind: Kind) -> pa.Table:
+        """The readings of `kind` inside the window as one table: the columns of its view (`ts`
+        as timestamp[ns], the labels and metrics seen, every catalog column of the kind, null
+        where absent, and `date`), in no particular row order."""
+        with self._lock:
+            self._merge()
+            return self._table(kind)
+
+    def _table(self, kind: Kind) -> pa.Table:
+        """`table` with the lock held and the pending ticks merged."""
+        horizon = None if self.latest_ns is None else self.latest_ns - self.keep_ns
+        parts = [tables[kind] for _, tables in self._blocks if kind in tables]
+        skeleton = empty_schema(kind)
+        if parts:
+            table = _concat(parts)
+            if horizon is not None:  # a block's older readings stay out of the window
+                table = table.filter(pc.greater(table.column(TS), horizon))
+            index = table.schema.get_field_index(TS)
+            table = table.set_column(index, TS, table.column(TS).cast(TS_TYPE))
+        else:
+            table = skeleton.empty_table()
+        rows = table.num_rows
+        for f in skeleton:
+            if f.name not in table.column_names:
+                table = table.append_column(f, pa.nulls(rows, f.type))
+        return table.append_column(DATE, table.column(TS).cast(pa.date32()))
+
     def _register(self, con: duckdb.DuckDBPyConnection) -> None:
         self._merge()
-        horizon = None if self.latest_ns is None else self.latest_ns - self.keep_ns
-        per_kind: dict[Kind, list[pa.Table]] = {}
-        for _, tables in self._blocks:
-            for kind, table in tables.items():
-                per_kind.setdefault(kind, []).append(table)
         for kind in Kind:
             name = f"recent_{kind.value}"
-            parts = per_kind.get(kind)
-            skeleton = _skeleton(kind)
-            if parts:
-                table = _concat(parts)
-                if horizon is not None:  # a block's older readings stay out of the views
-                    table = table.filter(pc.greater(table.column(TS), horizon))
-                table = table.set_column(
-                    table.schema.get_field_index(TS), TS, table.column(TS).cast(TS_TYPE)
-                )
-                con.register(name, table)
-                body = (
-                    f"SELECT *, CAST({TS} AS DATE) AS {DATE} FROM {name} "
-                    f"UNION ALL BY NAME {skeleton}"
-                )
-            else:
-                body = skeleton
-            con.execute(f"CREATE OR REPLACE VIEW {kind.value} AS {body}")
+            con.register(name, self._table(kind))
+            con.execute(f"CREATE OR REPLACE VIEW {kind.value} AS SELECT * FROM {name}")
         self._dirty = False
 
     def release(self) -> None:
@@ -147,10 +159,3 @@ class RecentWindow:
 
     def close(self) -> None:
         self.release()
-
-
-def _skeleton(kind: Kind) -> str:
-    columns = ", ".join(
-        f'NULL::{_DUCK_TYPES[str(f.type)]} AS "{f.name}"' for f in empty_schema(kind)
-    )
-    return f"SELECT {columns}, NULL::DATE AS {DATE} WHERE false"
