@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -114,18 +114,32 @@ class RecentWindow:
                 raise QueryError(f"SQL error: {first}") from exc
             return pa.table({}) if rel is None else rel.to_arrow_table()
 
-    def table(self, kind: Kind) -> pa.Table:
+    def table(
+        self, kind: Kind, columns: Collection[str] | None = None, since_ns: int | None = None
+    ) -> pa.Table:
         """The readings of `kind` inside the window as one table: the columns of its view (`ts`
         as timestamp[ns], the labels and metrics seen, every catalog column of the kind, null
-        where absent, and `date`), in no particular row order."""
+        where absent, and `date`), in no particular row order. `columns`: only those (and
+        `ts`); `since_ns`: only readings at or after it (older blocks are not even copied)."""
         with self._lock:
             self._merge()
-            return self._table(kind)
+            return self._table(kind, columns, since_ns)
 
-    def _table(self, kind: Kind) -> pa.Table:
+    def _table(
+        self, kind: Kind, columns: Collection[str] | None = None, since_ns: int | None = None
+    ) -> pa.Table:
         """`table` with the lock held and the pending ticks merged."""
         horizon = None if self.latest_ns is None else self.latest_ns - self.keep_ns
-        parts = [tables[kind] for _, tables in self._blocks if kind in tables]
+        if since_ns is not None:
+            horizon = since_ns - 1 if horizon is None else max(horizon, since_ns - 1)
+        parts = [
+            tables[kind]
+            for newest, tables in self._blocks
+            if kind in tables and (horizon is None or newest > horizon)
+        ]
+        if columns is not None:
+            wanted = {TS, *columns}
+            parts = [p.select([c for c in p.column_names if c in wanted]) for p in parts]
         skeleton = empty_schema(kind)
         if parts:
             table = _concat(parts)
@@ -134,11 +148,13 @@ class RecentWindow:
             index = table.schema.get_field_index(TS)
             table = table.set_column(index, TS, table.column(TS).cast(TS_TYPE))
         else:
-            table = skeleton.empty_table()
+            table = skeleton.empty_table().select([TS])
         rows = table.num_rows
         for f in skeleton:
-            if f.name not in table.column_names:
+            if f.name not in table.column_names and (columns is None or f.name in columns):
                 table = table.append_column(f, pa.nulls(rows, f.type))
+        if columns is not None and DATE not in columns:
+            return table
         return table.append_column(DATE, table.column(TS).cast(pa.date32()))
 
     def _register(self, con: duckdb.DuckDBPyConnection) -> None:

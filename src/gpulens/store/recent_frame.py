@@ -94,18 +94,36 @@ def recent_intervals(
 
         return gpu_intervals(window, step_s, start_ns, end_ns, use_cache=False)
     span = (start_ns, end_ns)
-    g = _Grouped.of(window.table(Kind.GPU), GPU, step_ns, span)
+
+    def table(kind: Kind, *parts: Part) -> pa.Table:
+        needed = {c for p in parts for c in _inputs(p)}
+        return window.table(kind, needed, since_ns=start_ns)
+
+    g = _Grouped.of(table(Kind.GPU, GPU), GPU, step_ns, span)
     if g.n == 0:
         return schema().empty_table()
     _coverage(g)
     _series(g)
-    top = _top(_Grouped.of(window.table(Kind.PROCESS), PROCESS, step_ns, span))
-    host = _Grouped.of(window.table(Kind.HOST), HOST, step_ns, span)
-    app = window.table(Kind.APP)
+    top = _top(_Grouped.of(table(Kind.PROCESS, PROCESS), PROCESS, step_ns, span))
+    host = _Grouped.of(table(Kind.HOST, HOST), HOST, step_ns, span)
+    app = table(Kind.APP, APP_GPU, APP_JOB)
     app_gpu = _Grouped.of(app, APP_GPU, step_ns, span)
     app_job = _Grouped.of(app, APP_JOB, step_ns, span)
     joined = _join(g, top, host, app_gpu, app_job, step_ns, float(step_s))
     return pa.table([_output(c, expr, t, joined) for c, expr, t in OUTPUT], schema=schema())
+
+
+def _inputs(part: Part) -> set[str]:
+    """The raw columns `part` reads: its keys, row conditions and every aggregate's sources
+    (a computed source's, by running its `compute` on empty columns)."""
+    names = {*part.keys, *part.present, *part.absent, *part.any_present}
+    for a in part.aggs:
+        if a.compute is not None:
+            a.compute(lambda name: names.add(name) or np.zeros(0))  # type: ignore[func-returns-value]
+        elif a.source != "*":
+            names.add(a.source)
+    names.discard(TS)
+    return names
 
 
 # -- grouping ------------------------------------------------------------------------------------
