@@ -21,6 +21,12 @@ time of this thread inside the simulated binding's calls and the simulated host 
 what a real node replaces with NVML's calls and /proc reads. "Agent's own" = the agent
 process's CPU minus that share (on the same machine, so under the same load).
 
+Work the agent hands to short-lived child processes (its findings pass while nobody views the
+dashboard, the frames cache of a closed day: app/store_child.py) is counted as the agent's:
+the CPU figures include the children's CPU time once they exit (the agent waits for them), and
+a thread watches the agent's children every 0.2 s for their peak RSS, printed apart (the
+memory is the node's only while a child runs, a second or two every few minutes).
+
 `--dashboard` also GETs the dashboard's Fleet page data every 15 s, to show what a viewer adds.
 `--hide pandas` runs the agent as if pandas were not installed (gpulens does not depend on it,
 but pyarrow imports it at its first `pa.array` of a list when it is there: 36 MB here).
@@ -169,8 +175,35 @@ def simulator_cpu_per_tick(gpus: int, ticks: int) -> tuple[float, float]:
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
+    """The process's CPU time, and its children's once they have exited."""
     t = proc.cpu_times()
-    return float(t.user + t.system)
+    return float(t.user + t.system + t.children_user + t.children_system)
+
+
+class ChildWatch:
+    """Watches `proc`'s child processes every 0.2 s: how many were seen, their peak RSS."""
+
+    def __init__(self, proc: psutil.Process, stop: threading.Event) -> None:
+        self.proc, self.stop = proc, stop
+        self.seen: set[int] = set()
+        self.peak_rss = 0
+        self.peak_total = 0  # the agent's RSS and its children's, at the same moment
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.2):
+            try:
+                children = self.proc.children()
+                own = self.proc.memory_info().rss
+                rss = 0
+                for child in children:
+                    self.seen.add(child.pid)
+                    rss += child.memory_info().rss
+            except psutil.Error:
+                continue
+            self.peak_rss = max(self.peak_rss, rss)
+            if children:
+                self.peak_total = max(self.peak_total, own + rss)
 
 
 def main() -> None:
@@ -214,6 +247,7 @@ def main() -> None:
             pollers = [(base + "/metrics", args.scrape_every)]
             if args.dashboard:
                 pollers.append((base + "/api/fleet", 15.0))
+            children = ChildWatch(proc, stop)
             for url, every in pollers:
                 threading.Thread(
                     target=poll, args=(url, every, stop, failures), daemon=True
@@ -257,6 +291,9 @@ def main() -> None:
     print(f"\nCPU after {args.warmup:g} s: {cpu_share:.2f} % of a core; RSS "
           f"{after[0][1] / 1e6:.0f} → {rows[-1][1] / 1e6:.0f} MB ({growth:+.1f} %); "
           f"failed requests: {len(failures)}")  # fmt: skip
+    print(f"child processes (findings passes, frames cache): {len(children.seen)} seen; peak RSS "
+          f"{children.peak_rss / 1e6:.0f} MB, with the agent's {children.peak_total / 1e6:.0f} MB "
+          "while one ran")  # fmt: skip
     print("\nRSS at the end by part: " + "; ".join(
         f"{name} {size / 1e6:.0f} MB" for name, size in sorted(parts.items(), key=lambda kv: -kv[1])
     ))  # fmt: skip

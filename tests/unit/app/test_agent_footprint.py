@@ -1,7 +1,8 @@
 """What a running agent, scraped by Prometheus and never viewed, holds in memory: no pandas
 (pyarrow's probe for it is answered before the first list is converted), no web framework, no
-HTTP client without a dcgm source, after its live state has been refreshed and a findings pass
-has run. Together these are tens of MB on every node."""
+HTTP client without a dcgm source, and no DuckDB (the live frame is computed with numpy, the
+findings pass runs in a child process), after its live state has been refreshed and a findings
+pass has run. Together these are tens of MB on every node."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-WATCHED = ("pandas", "fastapi", "starlette", "httpx")
+WATCHED = ("pandas", "fastapi", "starlette", "httpx", "duckdb")
 
 RUN = """
 import json, sys, time
@@ -38,6 +39,8 @@ clock = SystemClock()
 agent = Agent(cfg, session.build_collectors(cfg, clock), clock, web=lazy_app,
               metrics=metrics_source(cfg))
 agent._web(agent.context)  # what the agent serves, before any dashboard request
+if sys.argv[4] == "viewed":
+    agent.context.viewed()  # as a dashboard request does
 agent.start_background()
 deadline = time.monotonic() + 90
 text = b""
@@ -70,7 +73,7 @@ def settings(tmp_path: Path) -> dict[str, object]:
     }
 
 
-def run(tmp_path: Path, lean: bool) -> dict[str, object]:
+def run(tmp_path: Path, lean: bool, viewed: bool = False) -> dict[str, object]:
     proc = subprocess.run(
         [
             sys.executable,
@@ -79,6 +82,7 @@ def run(tmp_path: Path, lean: bool) -> dict[str, object]:
             json.dumps(settings(tmp_path)),
             "lean" if lean else "-",
             ",".join(WATCHED),
+            "viewed" if viewed else "-",
         ],
         capture_output=True,
         text=True,
@@ -89,7 +93,7 @@ def run(tmp_path: Path, lean: bool) -> dict[str, object]:
     return result
 
 
-def test_a_scraped_agent_never_viewed_loads_no_pandas_web_framework_or_http_client(
+def test_a_scraped_agent_never_viewed_loads_no_pandas_web_framework_http_client_or_duckdb(
     tmp_path: Path,
 ) -> None:
     result = run(tmp_path, lean=True)
@@ -106,6 +110,14 @@ def test_without_the_probe_answered_pyarrow_loads_pandas(tmp_path: Path) -> None
     assert "pandas" in result["loaded"], result
 
 
+def test_a_viewed_agent_runs_its_findings_pass_in_process_with_duckdb(tmp_path: Path) -> None:
+    """The control of the DuckDB check: with a viewer, the pass runs on the agent's own store
+    connection, which loads DuckDB."""
+    result = run(tmp_path, lean=True, viewed=True)
+    assert result["findings"], result
+    assert result["loaded"] == ["duckdb"], result
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -114,9 +126,9 @@ def free_port() -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux /proc")
 @pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas not installed")
-def test_the_agent_command_keeps_pandas_out_of_its_process(tmp_path: Path) -> None:
-    """`gpulens agent` as started on a node: after a refresh and findings pass, no pandas
-    library is mapped into the process."""
+def test_the_agent_command_keeps_pandas_and_duckdb_out_of_its_process(tmp_path: Path) -> None:
+    """`gpulens agent` as started on a node: after a refresh and findings pass, no pandas or
+    DuckDB library is mapped into the process."""
     port = free_port()
     cfg = tmp_path / "gpulens.toml"
     values = settings(tmp_path)
@@ -153,8 +165,10 @@ def test_the_agent_command_keeps_pandas_out_of_its_process(tmp_path: Path) -> No
         maps = Path(f"/proc/{agent.pid}/maps").read_text(encoding="utf-8")
         pyarrow_libs = [ln for ln in maps.splitlines() if "/pyarrow/" in ln]
         pandas_libs = [ln.split()[-1] for ln in maps.splitlines() if "/pandas/" in ln]
+        duckdb_libs = [ln.split()[-1] for ln in maps.splitlines() if "duckdb" in ln]
         assert pyarrow_libs, "the agent maps pyarrow (the check looks at the right process)"
         assert pandas_libs == [], sorted(set(pandas_libs))[:5]
+        assert duckdb_libs == [], sorted(set(duckdb_libs))[:5]
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=30)
