@@ -44,7 +44,7 @@ from gpulens.analyze.traces.limits import DEFAULT_LIMITS, TraceLimits
 from gpulens.app import session
 from gpulens.app.heap import trim_heap
 from gpulens.app.live import LiveState
-from gpulens.app.store_child import cache_in_child, findings_in_child
+from gpulens.app.store_child import cache_in_child, findings_in_child, findings_of
 from gpulens.app.traces import trace_limits
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
@@ -400,19 +400,11 @@ class Agent:
         self.cluster.run(self.stop, after=release_memory)
 
     def _findings(self, start_ns: int, end_ns: int, store: Store) -> list[Finding]:
-        """The findings pass in this process (as `store_child.analyse_window` in a child)."""
-        from gpulens.app.analysis import analyse
-
+        """The findings pass in this process (`store_child.findings_of`, as in the child)."""
         ctx = self.context
-        return analyse(
-            store,
-            start_ns=start_ns,
-            end_ns=end_ns,
-            prices=ctx.prices,
-            region=ctx.region,
-            quotas=ctx.quotas,
-            **ctx.analysis,
-        ).findings
+        return findings_of(
+            store, start_ns, end_ns, ctx.prices, ctx.region, ctx.quotas, ctx.analysis
+        )
 
     def _warn(self, message: str) -> None:
         """A store failure (or recovery): logged at once and kept for the dashboard."""

@@ -228,6 +228,7 @@ def record(
     if on_start is not None:
         on_start(scheduler, writer)
     janitor = None
+    cache_stop = threading.Event()  # ends a frames-cache child still running at the end
     if maintenance:
         compact_after = cfg.get("store.compact_after_seconds")
         janitor = MaintenanceThread(
@@ -237,7 +238,7 @@ def record(
             compact_min_age_seconds=compact_after,
             host=cfg.host,
             # DuckDB, which writes the cache, stays out of the recorder (app/store_child.py)
-            materialize=partial(cache_in_child, stop=stop or threading.Event()),
+            materialize=partial(cache_in_child, stop=cache_stop),
         )
         janitor.start()
     try:
@@ -245,6 +246,7 @@ def record(
     finally:
         if janitor is not None:
             janitor.stop()
+            cache_stop.set()
         try:
             writer.close()
             result.store = writer.stats()

@@ -26,21 +26,39 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpulens.analyze.prices import Prices
 from gpulens.clock import Clock, FakeClock, SystemClock
 from gpulens.config import Config
+from gpulens.errors import StoreError
 from gpulens.findings.model import Finding
 from gpulens.store.location import StorePath
 
-#: how long a child may take before it is given up (the next pass starts afresh)
+if TYPE_CHECKING:
+    from gpulens.store import Store
+
+#: how long a findings pass may take before it is given up (the next one starts afresh)
 CHILD_TIMEOUT_S = 300.0
+#: how long writing the frames cache of the closed days may take (a day of a large node)
+CACHE_TIMEOUT_S = 3600.0
 #: how often the parent looks at its stop signal while the child runs
 POLL_S = 0.25
 
 
-class ChildError(RuntimeError):
+class ChildError(StoreError):
     """The child failed, timed out or was stopped; the message says which."""
+
+
+_running: set[subprocess.Popen[str]] = set()
+_running_lock = threading.Lock()
+
+
+def kill_children() -> None:
+    """Kill the children still running (a process about to end without waiting for them)."""
+    with _running_lock:
+        for proc in _running:
+            proc.kill()
 
 
 def findings_in_child(
@@ -70,7 +88,7 @@ def cache_in_child(
     data_dir: StorePath,
     clock: Clock | None = None,
     stop: threading.Event | None = None,
-    timeout_s: float = CHILD_TIMEOUT_S,
+    timeout_s: float = CACHE_TIMEOUT_S,
 ) -> tuple[int, int]:
     """`frames.materialize_closed_days` in a child process, started only when a closed day
     needs its cache: (days written, days that failed)."""
@@ -81,32 +99,30 @@ def cache_in_child(
         return 0, 0
     request = {"job": "cache", "data_dir": str(data_dir), "now_ns": clock.now_ns()}
     answer = _run("the frames cache", request, stop or threading.Event(), timeout_s)
-    return int(answer["written"]), int(answer["failed"])
+    try:
+        return int(answer["written"]), int(answer["failed"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ChildError(f"the frames cache answered what it should not: {exc!r}") from exc
 
 
 def _run(
     what: str, request: dict[str, Any], stop: threading.Event, timeout_s: float
 ) -> dict[str, Any]:
+    # -P: the agent's working directory is not put first on the child's module path
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpulens.app.store_child"],
+        [sys.executable, "-P", "-m", "gpulens.app.store_child"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + timeout_s
-    sent: str | None = json.dumps(request, default=str)
-    while True:
-        try:
-            out, err = proc.communicate(sent, timeout=POLL_S)
-            break
-        except subprocess.TimeoutExpired:
-            sent = None  # the request went with the first call
-            if stop.is_set() or time.monotonic() > deadline:
-                proc.kill()
-                proc.communicate()
-                why = "was stopped" if stop.is_set() else f"gave up after {timeout_s:g} s"
-                raise ChildError(f"{what} {why}") from None
+    with _running_lock:
+        _running.add(proc)
+    try:
+        out, err = _wait(what, proc, json.dumps(request), stop, timeout_s)
+    finally:
+        with _running_lock:
+            _running.discard(proc)
     if proc.returncode != 0:
         lines = [line for line in err.splitlines() if line.strip()]
         raise ChildError(f"{what} failed: {lines[-1] if lines else proc.returncode}")
@@ -119,23 +135,65 @@ def _run(
     return answer
 
 
+def _wait(
+    what: str, proc: subprocess.Popen[str], request: str, stop: threading.Event, timeout_s: float
+) -> tuple[str, str]:
+    """(stdout, stderr) of `proc` once it ends; killed at `stop` or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    sent: str | None = request
+    while True:
+        try:
+            return proc.communicate(sent, timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            sent = None  # the request went with the first call
+            if stop.is_set() or time.monotonic() > deadline:
+                proc.kill()
+                proc.communicate()
+                why = "was stopped" if stop.is_set() else f"gave up after {timeout_s:g} s"
+                raise ChildError(f"{what} {why}") from None
+
+
+def findings_of(
+    store: Store,
+    start_ns: int,
+    end_ns: int,
+    prices: Prices | None,
+    region: str | float,
+    quotas: dict[str, float] | None,
+    analysis: dict[str, Any],
+) -> list[Finding]:
+    """The findings pass over [start_ns, end_ns) of `store` (in the agent while someone views
+    the dashboard, in the child otherwise)."""
+    from gpulens.app.analysis import analyse
+
+    view = analyse(
+        store,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        prices=prices,
+        region=region,
+        quotas=quotas,
+        **analysis,
+    )
+    return view.findings
+
+
 def analyse_window(cfg: Config, start_ns: int, end_ns: int) -> list[dict[str, Any]]:
     """The findings child's work: the findings of `cfg`'s store over the window, as dicts."""
     from gpulens.app import session
-    from gpulens.app.analysis import analyse
     from gpulens.store import Store
 
     with Store(cfg.data_dir) as store:
-        view = analyse(
+        found = findings_of(
             store,
-            start_ns=start_ns,
-            end_ns=end_ns,
-            prices=session.prices(cfg),
-            region=session.carbon_region(cfg),
-            quotas=session.quotas(cfg),
-            **session.analysis_settings(cfg),
+            start_ns,
+            end_ns,
+            session.prices(cfg),
+            session.carbon_region(cfg),
+            session.quotas(cfg),
+            session.analysis_settings(cfg),
         )
-    return [f.to_dict() for f in view.findings]
+    return [f.to_dict() for f in found]
 
 
 def _answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -157,12 +215,15 @@ def main() -> int:
     from gpulens.app.lean import keep_pandas_out
 
     keep_pandas_out()
+    answer_to = sys.stdout
+    sys.stdout = sys.stderr  # whatever the work prints cannot garble the answer
     try:
         answer = _answer(json.loads(sys.stdin.read()))
     except Exception as exc:  # one line for the parent's log
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    json.dump(answer, sys.stdout)
+    json.dump(answer, answer_to)
+    answer_to.flush()
     return 0
 
 

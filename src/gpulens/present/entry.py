@@ -57,10 +57,15 @@ def leave(code: int | str | None) -> NoReturn:
     collector waiting on a source), end it at once, without the interpreter's finalization:
     C++ libraries' static destructors (DuckDB's, Arrow's) running under a thread that is still
     inside them abort the process (SIGABRT) after its work is done. The command has flushed
-    its readings by then; stdout, stderr and the log handlers are flushed here."""
+    its readings by then, or said that it could not (an agent whose recorder did not stop in
+    time); stdout, stderr and the log handlers are flushed here, and store work still running
+    in a child process (app/store_child.py) is killed."""
     busy = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()]
     if not busy:
         sys.exit(code)
+    children = sys.modules.get("gpulens.app.store_child")
+    if children is not None:
+        children.kill_children()  # their parent will not wait for them
     if isinstance(code, str):
         print(code, file=sys.stderr)
         code = 1

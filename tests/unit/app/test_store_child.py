@@ -8,15 +8,25 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpulens.app.store_child import ChildError, analyse_window, cache_in_child, findings_in_child
+from gpulens.app.agent import context_from_config
+from gpulens.app.store_child import (
+    ChildError,
+    analyse_window,
+    cache_in_child,
+    findings_in_child,
+    findings_of,
+)
 from gpulens.clock import FakeClock
 from gpulens.findings.model import Finding
+from gpulens.store import Store
 from gpulens.store.frame_cache import cached_days, closed_days_to_cache
+from gpulens.store.maintenance import MaintenanceThread
 
 NS = 1_000_000_000
 T0 = 1_767_225_600 * NS  # 2026-01-01 00:00 UTC
@@ -33,12 +43,17 @@ def _dumps(findings: list[dict[str, Any]]) -> str:
 
 
 def test_the_child_finds_what_the_agent_finds(sim: Any) -> None:
+    """The child against the agent's own pass: the settings the agent derives from its
+    configuration (`context_from_config`), on the store the agent opens."""
     end = T0 + SPAN_S * NS
-    here = analyse_window(sim.config, T0, end)
+    ctx = context_from_config(sim.config)
+    with Store(sim.data_dir) as store:
+        here = findings_of(store, T0, end, ctx.prices, ctx.region, ctx.quotas, ctx.analysis)
     assert here, "the simulated hour should hold findings"
     child = findings_in_child(sim.config, T0, end, threading.Event())
     assert all(isinstance(f, Finding) for f in child)
-    assert _dumps([f.to_dict() for f in child]) == _dumps(here)
+    assert _dumps([f.to_dict() for f in child]) == _dumps([f.to_dict() for f in here])
+    assert _dumps(analyse_window(sim.config, T0, end)) == _dumps([f.to_dict() for f in here])
 
 
 def test_a_finding_reads_back_as_it_was_written(sim: Any) -> None:
@@ -96,3 +111,28 @@ def test_the_cache_of_closed_days_is_written_by_a_child_and_only_when_needed(
     assert cache_in_child(sim.data_dir, clock) == (0, 0)
     # today's partition is never cached: the day is still open
     assert closed_days_to_cache(sim.data_dir, clock=FakeClock(T0 + day + 60 * NS)) == []
+
+
+def test_a_failing_child_is_counted_and_maintenance_goes_on(
+    tmp_path: Path, simulated_store: Callable[..., Any]
+) -> None:
+    """A frames-cache child that fails is a StoreError for the maintenance thread: counted,
+    and the next pass runs (compaction and retention are not lost with it)."""
+    day = 86_400 * NS
+    sim = simulated_store(tmp_path / "store", T0 + day - 600 * NS, 1200, gpus_per_host=1)
+    stopped = threading.Event()
+    stopped.set()
+    janitor = MaintenanceThread(
+        sim.data_dir,
+        every_seconds=3600,
+        keep_days=3650,
+        compact_min_age_seconds=0,
+        materialize=partial(cache_in_child, stop=stopped),
+    )
+    janitor.run_once()
+    assert (janitor.passes, janitor.errors) == (0, 1)
+    assert "the frames cache was stopped" in (janitor.last_error or "")
+    janitor.materialize = cache_in_child
+    janitor.run_once()
+    assert (janitor.passes, janitor.errors) == (1, 1)
+    assert len(cached_days(sim.data_dir)) == 2

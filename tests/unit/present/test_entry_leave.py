@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 # threads inside DuckDB queries over Arrow data when the main thread ends, as a findings pass
 # or a dashboard analysis still running at SIGTERM
@@ -57,10 +58,35 @@ def test_without_leave_the_same_exit_aborts() -> None:
 
 
 def test_no_busy_thread_is_a_plain_exit() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", "from gpulens.present.entry import leave\nprint('ok')\nleave(4)\n"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    """Without busy threads `leave` is sys.exit: the interpreter's exit handlers run."""
+    script = (
+        "import atexit\natexit.register(print, 'exit handlers ran')\n"
+        "from gpulens.present.entry import leave\nprint('ok')\nleave(4)\n"
     )
-    assert (done.returncode, done.stdout) == (4, "ok\n")
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (4, "ok\nexit handlers ran\n")
+
+
+def test_with_busy_threads_the_exit_handlers_do_not_run_and_children_are_killed() -> None:
+    """`leave` under busy threads skips finalization (no exit handler runs) and kills the store
+    work still running in a child process, which nobody would wait for."""
+    script = BUSY + (
+        "import atexit, subprocess, threading\n"
+        "atexit.register(print, 'exit handlers ran')\n"
+        "from gpulens.app import store_child\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"
+        "store_child._running.add(child)\n"
+        "print(child.pid, flush=True)\n"
+        "from gpulens.present.entry import leave\nleave(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+    flushed, pid = done.stdout.splitlines()
+    assert flushed == "readings flushed"
+    status = Path(f"/proc/{pid}/status")
+    # killed: gone, or a zombie until init reaps it
+    assert not status.exists() or "zombie" in status.read_text()
