@@ -27,6 +27,15 @@ the CPU figures include the children's CPU time once they exit (the agent waits 
 a thread watches the agent's children every 0.2 s for their peak RSS, printed apart (the
 memory is the node's only while a child runs, a second or two every few minutes).
 
+`--history-s N` first writes N seconds of the same simulated fleet into the agent's store, as
+10 s segments not yet merged (compaction merges segments older than an hour): the store of an
+agent that has run for N seconds, so that a findings pass reads a full window. The CPU of the
+passes is then most of the agent's, and they run every 15 minutes when nobody views the
+dashboard: a run shorter than that sees one or none. After the run the script times that pass
+over the last hour of the store (`--passes` runs of the child the agent starts, median), and
+prints the agent's steady share: its CPU in the window without its children's, plus one pass
+every `--idle-every` seconds.
+
 `--dashboard` also GETs the dashboard's Fleet page data every 15 s, to show what a viewer adds.
 `--hide pandas` runs the agent as if pandas were not installed (gpulens does not depend on it,
 but pyarrow imports it at its first `pa.array` of a list when it is there: 36 MB here).
@@ -206,6 +215,43 @@ class ChildWatch:
                 self.peak_total = max(self.peak_total, own + rss)
 
 
+def children_cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return float(t.children_user + t.children_system)
+
+
+def write_history(config: Path, seconds: float) -> None:
+    """`seconds` of the simulated fleet the agent runs, up to now, into its store."""
+    from gpulens.app.generate import generate
+
+    cfg = load_config(config, env={}, overrides={"store.flush_seconds": 10.0})
+    now = time.time_ns() // 1_000_000_000 * 1_000_000_000
+    generate(cfg, now - round(seconds * 1e9), now, workers=1)
+
+
+def pass_cpu(config: Path, window_s: float, runs: int) -> list[float]:
+    """CPU seconds of the findings child over the last `window_s` of the store, per run."""
+    import json
+    import resource
+
+    cfg = load_config(config, env={})
+    now = time.time_ns()
+    request = json.dumps({
+        "job": "findings", "values": dict(cfg.values), "sources": dict(cfg.sources),
+        "start_ns": now - round(window_s * 1e9), "end_ns": now,
+    })  # fmt: skip
+    out = []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(
+            [sys.executable, "-P", "-m", "gpulens.app.store_child"],
+            input=request, text=True, capture_output=True, check=True, env=clean_env(),
+        )  # fmt: skip
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=120.0)
@@ -216,6 +262,9 @@ def main() -> None:
     ap.add_argument("--hide", nargs="*", default=[], help="packages to run without")
     ap.add_argument("--malloc-arenas", type=int, default=None)
     ap.add_argument("--env", nargs="*", default=[], help="NAME=VALUE for the agent")
+    ap.add_argument("--history-s", type=float, default=0.0, help="history written first")
+    ap.add_argument("--idle-every", type=float, default=900.0, help="unviewed pass period")
+    ap.add_argument("--passes", type=int, default=3, help="timed findings passes")
     args = ap.parse_args()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -233,6 +282,8 @@ def main() -> None:
         if args.malloc_arenas is not None:
             env["MALLOC_ARENA_MAX"] = str(args.malloc_arenas)
         env.update(item.split("=", 1) for item in args.env)
+        if args.history_s > 0:
+            write_history(cfg, args.history_s)
         popen = subprocess.Popen(
             [sys.executable, "-m", "gpulens", "agent", "--config", str(cfg),
              "--listen", f"127.0.0.1:{port}"],
@@ -254,7 +305,7 @@ def main() -> None:
                 ).start()
             rows = []
             last_cpu, last_t = cpu_seconds(proc), time.monotonic()
-            first_cpu = last_cpu
+            first_cpu, first_children = last_cpu, children_cpu(proc)
             while time.monotonic() - started < args.seconds:
                 time.sleep(SAMPLE_EVERY)
                 now, cpu = time.monotonic(), cpu_seconds(proc)
@@ -263,13 +314,15 @@ def main() -> None:
                 anon, file = rss_split(popen.pid)
                 rows.append((now - started, rss, anon, file, share, proc.num_threads(), fds))
                 if now - started < args.warmup:
-                    first_cpu = cpu
+                    first_cpu, first_children = cpu, children_cpu(proc)
                 last_cpu, last_t = cpu, now
             parts = rss_by_part(popen.pid)
+            children_s = children_cpu(proc) - first_children
         finally:
             stop.set()
             popen.send_signal(signal.SIGTERM)
             popen.wait(timeout=60)
+        passes = pass_cpu(cfg, 3600.0, args.passes) if args.passes else []
     extra = "".join(
         [", without " + ", ".join(args.hide) if args.hide else "",
          f", MALLOC_ARENA_MAX={args.malloc_arenas}" if args.malloc_arenas is not None else "",
@@ -303,6 +356,15 @@ def main() -> None:
           f"(simulated host) of CPU per tick = {sim_share:.2f} % of a core; the agent's own "
           f"work: {cpu_share - sim_share:.2f} % of a core; load average "
           f"{os.getloadavg()[0]:.1f}")  # fmt: skip
+    if passes:
+        median = sorted(passes)[len(passes) // 2]
+        base = 100 * (last_cpu - first_cpu - children_s) / window - sim_share
+        steady = base + 100 * median / args.idle_every
+        print(f"findings pass over the last hour in a child: {median:.2f} s of CPU (median of "
+              f"{len(passes)}: {', '.join(f'{x:.2f}' for x in passes)}); children's CPU in the "
+              f"window {children_s:.2f} s; the agent's own work without its children "
+              f"{base:.2f} % of a core; steady, with one pass every {args.idle_every:g} s: "
+              f"{steady:.2f} % of a core")  # fmt: skip
 
 
 if __name__ == "__main__":
