@@ -52,6 +52,8 @@ from gpulens.store.location import ObjectPath, StorePath
 
 FRAMES_DIR = "frames"
 CACHE_STEP_S = 60
+#: the cache's bucket in ns: the fine bucket the coverage rule runs on when a step divides it
+CACHE_STEP_NS = CACHE_STEP_S * 1_000_000_000
 FRAME_PREFIX = "frame-"
 INPUTS_KEY = b"gpulens.frame_inputs"
 VERSION_KEY = b"gpulens.frame_version"

@@ -5,8 +5,8 @@ Every per-bucket aggregate is an `Agg` in one of the `PARTS` (one per raw table 
 these into DuckDB SQL (over raw rows and the frames cache); `gpulens.store.recent_frame`
 computes the same frame over in-memory Arrow tables with numpy. A column computed from
 several inputs carries its SQL (`Agg.expr`, `OUTPUT`'s expression) and its numpy counterpart
-(`Agg.compute`, `OUTPUT_NUMPY`) side by side, so the two paths cannot disagree on which
-columns exist or how each is computed.
+(`Agg.compute`, `OUTPUT_NUMPY` with `OUTPUT_NULLS`) side by side, so the two paths cannot
+disagree on which columns exist or how each is computed.
 
 No I/O and no query engine here: this module only declares.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,8 +31,16 @@ SUM = "sum"  # a derived column that adds up across buckets (the coverage second
 
 #: a raw table's column by name, as numpy: `ts` as int64 ns, a metric as float64 (NaN = null)
 Columns = Callable[[str], np.ndarray]
-#: a joined aggregate (`g.cov_s`, `pa.processes`) or a parameter (`$step_ns`) by name
-Joined = Callable[[str], np.ndarray]
+
+
+class Joined(Protocol):
+    """The joined aggregates (`g.cov_s`, `pa.processes`) and the parameters (`$step_ns`) by
+    name: `v(name)` the values (float64 where a column can be null: NaN there, and NaN as a
+    value too, the result of `inf - inf`), `v.null(name)` where the column is null."""
+
+    def __call__(self, name: str) -> Any: ...
+
+    def null(self, name: str) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +72,7 @@ def _throttle_np(col: Columns, bits: int) -> np.ndarray:
     """`_throttle` in numpy: NaN where the mask is null."""
     mask = col("clocks_event_reasons")
     null = np.isnan(mask)
-    ints = _round_half_away(np.where(null, 0.0, mask)).astype(np.int64)
+    ints = to_bigint(np.where(null, 0.0, mask), "clocks_event_reasons")
     return np.where(null, np.nan, ((ints & bits) != 0).astype(np.float64))
 
 
@@ -71,9 +80,20 @@ def _coalesce(first: np.ndarray, then: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(first), then, first)
 
 
-def _round_half_away(x: np.ndarray) -> np.ndarray:
-    """DOUBLE → BIGINT as DuckDB casts: to the nearest integer, halves away from zero."""
-    return np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5))
+_BIGINT_END = 2.0**63  # the first double past BIGINT's range (and -2**63 the last one in it)
+
+
+def to_bigint(x: np.ndarray, what: str) -> np.ndarray:
+    """DOUBLE → BIGINT as DuckDB casts (`::BIGINT`): to the nearest integer, halves to even
+    (C's `nearbyint`: 2.5 → 2, 3.5 → 4, -2.5 → -2), so `np.rint`. Where DuckDB's cast raises
+    (±inf, NaN, a value outside [-2**63, 2**63)), ValueError naming `what` and the value."""
+    x = np.asarray(x, dtype=np.float64)
+    inside = (x >= -_BIGINT_END) & (x < _BIGINT_END)  # False for NaN and ±inf
+    if not inside.all():
+        bad = float(x[~inside][0])
+        raise ValueError(f"{what} value {bad!r} is out of range for BIGINT")
+    ints: np.ndarray = np.rint(x).astype(np.int64)
+    return ints
 
 
 # frame column → gpu metric averaged over the interval (analyze.schema.MEAN_COLUMNS)
@@ -115,7 +135,7 @@ GPU_AGGS: tuple[Agg, ...] = (
     # nvlink_bps = rx + tx, null when neither was measured (the output expression)
     Agg("nvlink_rx", MEAN, "nvlink_rx_bytes_per_second"),
     Agg("nvlink_tx", MEAN, "nvlink_tx_bytes_per_second"),
-    # the energy counter only grows: first and last are its min and max (see _energy_sql)
+    # the energy counter only grows: first and last are its min and max (frames._series_sql)
     Agg("e_first", MIN, "energy_joules"),
     Agg("e_last", MAX, "energy_joules"),
     Agg(
@@ -260,19 +280,24 @@ OUTPUT: tuple[tuple[str, str, str], ...] = (
 COLUMNS: tuple[str, ...] = tuple(c for c, _, _ in OUTPUT)
 
 
-def _nvlink_np(v: Joined) -> np.ndarray:
-    rx, tx = v("g.nvlink_rx"), v("g.nvlink_tx")
-    both_null = np.isnan(rx) & np.isnan(tx)
-    return np.where(both_null, np.nan, np.nan_to_num(rx) + np.nan_to_num(tx))
+def _or_zero(v: Joined, name: str) -> np.ndarray:
+    """`coalesce(name, 0)`: a NaN value stays NaN, an infinite one infinite."""
+    return np.where(v.null(name), 0.0, v(name))
 
 
-#: OUTPUT's computed expressions in numpy, over the joined aggregates (NaN = null)
+#: OUTPUT's computed expressions in numpy, over the joined aggregates
 OUTPUT_NUMPY: Mapping[str, Callable[[Joined], np.ndarray]] = {
     "start_ns": lambda v: v("g.b") * v("$step_ns"),
     "step_s": lambda v: np.full(len(v("g.b")), v("$step_s"), dtype=np.float64),
     "covered_s": lambda v: v("g.cov_s") + v("g.tail_cov_ns") / 1e9,
     "no_data_s": lambda v: v("g.nod_s") + v("g.tail_nod_ns") / 1e9,
-    "processes": lambda v: np.nan_to_num(v("pa.processes")),
-    "nvlink_bps": _nvlink_np,
+    "processes": lambda v: _or_zero(v, "pa.processes"),
+    "nvlink_bps": lambda v: _or_zero(v, "g.nvlink_rx") + _or_zero(v, "g.nvlink_tx"),
     "energy_power_j": lambda v: v("g.power_w") * (v("g.cov_s") + v("g.tail_cov_ns") / 1e9),
+}
+#: where OUTPUT_NUMPY's columns are null, for those that are not simply null where one of the
+#: values they read is (SQL arithmetic): a `coalesce` or a `CASE`
+OUTPUT_NULLS: Mapping[str, Callable[[Joined], np.ndarray]] = {
+    "processes": lambda v: np.zeros(len(v("g.b")), dtype=bool),
+    "nvlink_bps": lambda v: v.null("g.nvlink_rx") & v.null("g.nvlink_tx"),
 }

@@ -51,6 +51,7 @@ from gpulens.clock import Clock
 from gpulens.errors import StoreError
 from gpulens.store.coverage import close_inner_tails, coverage_sql, tail_sql
 from gpulens.store.frame_cache import (
+    CACHE_STEP_NS,
     CACHE_STEP_S,
     CacheStats,
     cached_days,
@@ -208,15 +209,16 @@ def _series_sql() -> str:
 
 def _top_sql() -> str:
     """Per (GPU, bucket) from `p0`: the process with the largest peak memory (ties go to the
-    lowest pid), how many processes there were, and the sum of their peaks."""
+    lowest pid: by its number, a pid that is not one counting as 0, then by the pid itself),
+    how many processes there were, and the sum of their peaks."""
     fields = ", ".join(f"{c} := {c}" for c in PROCESS_LABELS)
     top = ", ".join(f"top.{c} AS {c}" for c in PROCESS_LABELS)
     return f"""
     SELECT gpu_uuid, b, {top}, processes, process_memory_bytes
     FROM (
-      SELECT gpu_uuid, b, arg_max(struct_pack({fields}), sort_key) AS top,
+      SELECT gpu_uuid, b, arg_min(struct_pack({fields}), sort_key) AS top,
         count(*) AS processes, sum(mem) AS process_memory_bytes
-      FROM (SELECT *, (mem, -coalesce(TRY_CAST(pid AS BIGINT), 0)) AS sort_key FROM p0)
+      FROM (SELECT *, (-mem, coalesce(TRY_CAST(pid AS BIGINT), 0), pid) AS sort_key FROM p0)
       GROUP BY gpu_uuid, b
     )"""
 
@@ -337,7 +339,7 @@ def gpu_intervals(
         if use_cache and max_gap_s is None and isinstance(store, Store)
         else None
     )
-    fine_ns = math.gcd(step_ns, _FINE_NS)
+    fine_ns = math.gcd(step_ns, CACHE_STEP_NS)
     fine_is_step, max_gap = fine_ns == step_ns, max_gap_s is not None
     bounded = (start_ns is not None, end_ns is not None)
     sql, _n = build_sql(where, bounded, fine_is_step=fine_is_step, max_gap=max_gap)
@@ -370,7 +372,6 @@ def gpu_intervals(
 
 # -- the frames cache (frame_cache.py has the files; this is the SQL) -------------------------
 
-_FINE_NS = CACHE_STEP_S * 1_000_000_000
 #: the bucket lengths (seconds) each cache file holds partial aggregates at, coarsest first: the
 #: 60 s buckets, and coarser ones re-aggregated from them so that a long report at 900 s or
 #: 3600 s steps reads 15 or 60 times fewer rows (the level is the `lvl` column; `fb` counts
@@ -393,7 +394,7 @@ def _fine_sql() -> str:
         keys = ", ".join(part.keys)
         aggs = ",\n    ".join(_agg_partial(a) for a in part.aggs)
         selects.append(f"""
-  SELECT '{part.name}' AS part, {keys}, epoch_ns(ts) // {_FINE_NS} AS fb,
+  SELECT '{part.name}' AS part, {keys}, epoch_ns(ts) // {CACHE_STEP_NS} AS fb,
     {aggs}
   FROM {part.table}
   WHERE {part.where} AND {span}
@@ -497,7 +498,7 @@ def _plan_cache(
     store: Store, step_ns: int, start_ns: int | None, end_ns: int | None, stats: CacheStats
 ) -> _CachePlan | None:
     """The fresh cache days inside the window, merged into step-aligned ranges; None if none."""
-    if step_ns % _FINE_NS:
+    if step_ns % CACHE_STEP_NS:
         return None
     level_s = next(lv for lv in CACHE_LEVELS_S if step_ns % (lv * 1_000_000_000) == 0)
     candidates = cached_days(store.data_dir)

@@ -12,15 +12,16 @@ once their newest reading is older than `keep_s`, and a query concatenates a few
 one table per tick. The DuckDB connection runs on one thread; it is opened at the first query,
 and `release` closes it until the next one (the agent does after each refresh nobody watches:
 what DuckDB keeps between queries is ~15-20 MB, a new connection ~25 ms of CPU). DuckDB itself
-is imported by the first query, not with this module: `table` hands out the same tables the
-views show, and `gpulens.store.recent_frame` builds the interval frame from them without it.
+is imported by the first query, not with this module: `table` (and `tables`, several kinds
+at once) hands out the same tables the views show, and `gpulens.store.recent_frame` builds the
+interval frame from them without it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -105,14 +106,14 @@ class RecentWindow:
             con = self._con
             if self._dirty:
                 self._register(con)
-            try:
+            try:  # executing (to_arrow_table) raises too: a value that cannot be cast
                 rel = con.sql(sql, params=params) if params is not None else con.sql(sql)
+                return pa.table({}) if rel is None else rel.to_arrow_table()
             except duckdb.Error as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 if isinstance(exc, duckdb.IOException):
                     raise StoreError(f"in-memory window query failed: {first}") from exc
                 raise QueryError(f"SQL error: {first}") from exc
-            return pa.table({}) if rel is None else rel.to_arrow_table()
 
     def table(
         self, kind: Kind, columns: Collection[str] | None = None, since_ns: int | None = None
@@ -124,6 +125,16 @@ class RecentWindow:
         with self._lock:
             self._merge()
             return self._table(kind, columns, since_ns)
+
+    def tables(
+        self, columns: Mapping[Kind, Collection[str] | None], since_ns: int | None = None
+    ) -> dict[Kind, pa.Table]:
+        """`table` of each kind in `columns` (with the columns it names, all for None), taken
+        together under the window's lock: a tick appended meanwhile is in every table or in
+        none."""
+        with self._lock:
+            self._merge()
+            return {kind: self._table(kind, cols, since_ns) for kind, cols in columns.items()}
 
     def _table(
         self, kind: Kind, columns: Collection[str] | None = None, since_ns: int | None = None

@@ -22,7 +22,20 @@ and heap, nor its planning per query. Every column comes from the declarations i
 Steps whose fine bucket is the step itself (a step that divides 60 s, or 60 s) are computed
 here; any other step (the coverage rule would run on finer buckets than the step) is handed to
 `gpu_intervals`, which imports DuckDB. No `where` filters and no configured gap cap: the live
-view uses neither.
+view uses neither. The tables of every kind are taken from the window at once (one lock), so
+a tick appended meanwhile is in all of them or in none.
+
+Where the SQL casts a DOUBLE to BIGINT (the coverage cap `2 × spacing`, the
+`clocks_event_reasons` mask) the numpy path rounds as DuckDB does, halves to even
+(`frame_columns.to_bigint`); a pid is read as a number as `TRY_CAST(pid AS BIGINT)` reads it
+(`_pid_number`).
+
+Infinite readings (segments turn NaN into null, but not ±inf) give what the SQL gives: an
+infinite mean, sum or peak, and NaN (a value, not null) where the SQL computes `inf - inf` or
+`inf × 0` (an energy increase, a mean of +inf and -inf, `nvlink_bps`, `energy_power_j`,
+`process_memory_bytes`): every column keeps where it is null apart from its values for that
+reason. An infinite `clocks_event_reasons` mask (or one outside BIGINT's range) cannot be cast,
+and the SQL raises (ConversionException); `recent_intervals` raises ValueError then.
 """
 
 from __future__ import annotations
@@ -30,7 +43,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +52,7 @@ import pyarrow.compute as pc
 
 from gpulens.model import Kind
 from gpulens.store.coverage import NS_PER_DAY
-from gpulens.store.frame_cache import CACHE_STEP_S
+from gpulens.store.frame_cache import CACHE_STEP_NS
 from gpulens.store.frame_columns import (
     ANY,
     APP_GPU,
@@ -54,22 +66,34 @@ from gpulens.store.frame_columns import (
     MEAN,
     MIN,
     OUTPUT,
+    OUTPUT_NULLS,
     OUTPUT_NUMPY,
     PROCESS,
     Agg,
     Part,
+    to_bigint,
 )
 from gpulens.store.schema import TS
 
 if TYPE_CHECKING:
     from gpulens.store.recent import RecentWindow
 
-_FINE_NS = CACHE_STEP_S * 1_000_000_000
 _ARROW_TYPES = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "VARCHAR": pa.string()}
 _ONE_AGG = re.compile(r"(g|pa|h)\.(\w+)")
 _APP_FILL = re.compile(r"coalesce\(ag\.(\w+), aj\.\1\)")
-_INT = re.compile(r"\s*[+-]?[0-9]+\s*")
 _I64_MAX = 2**63 - 1
+_I64_MIN = -(2**63)
+_I16 = (-(2**15), 2**15 - 1)
+_DIGITS = r"[0-9](?:_?[0-9])*"  # digits, a single underscore between two of them allowed
+# what TRY_CAST(... AS BIGINT) reads: hexadecimal or binary (no sign, whitespace before but not
+# after), or decimal with a fraction and an exponent, ASCII whitespace around
+_HEX_OR_BIN = re.compile(
+    r"[ \t\n\v\f\r]*(?:0[xX]([0-9a-fA-F](?:_?[0-9a-fA-F])*)|0[bB]([01](?:_?[01])*))"
+)
+_DECIMAL = re.compile(
+    rf"[ \t\n\v\f\r]*([+-]?)({_DIGITS})?(?:\.({_DIGITS})?)?(?:[eE]([+-]?{_DIGITS}))?"
+    r"[ \t\n\v\f\r]*"
+)
 
 
 def schema() -> pa.Schema:
@@ -89,28 +113,32 @@ def recent_intervals(
     step_ns = round(step_s * 1e9)
     if step_ns <= 0:
         raise ValueError(f"step_s must be positive, got {step_s!r}")
-    if math.gcd(step_ns, _FINE_NS) != step_ns:  # coverage on finer buckets: the SQL path
+    if math.gcd(step_ns, CACHE_STEP_NS) != step_ns:  # coverage on finer buckets: the SQL path
         from gpulens.store.frames import gpu_intervals
 
         return gpu_intervals(window, step_s, start_ns, end_ns, use_cache=False)
     span = (start_ns, end_ns)
-
-    def table(kind: Kind, *parts: Part) -> pa.Table:
-        needed = {c for p in parts for c in _inputs(p)}
-        return window.table(kind, needed, since_ns=start_ns)
-
-    g = _Grouped.of(table(Kind.GPU, GPU), GPU, step_ns, span)
+    wanted = {
+        Kind.GPU: _inputs(GPU),
+        Kind.PROCESS: _inputs(PROCESS),
+        Kind.HOST: _inputs(HOST),
+        Kind.APP: _inputs(APP_GPU) | _inputs(APP_JOB),
+    }
+    tables = window.tables(wanted, since_ns=start_ns)  # every kind as of the same tick
+    g = _Grouped.of(tables[Kind.GPU], GPU, step_ns, span)
     if g.n == 0:
         return schema().empty_table()
     _coverage(g)
     _series(g)
-    top = _top(_Grouped.of(table(Kind.PROCESS, PROCESS), PROCESS, step_ns, span))
-    host = _Grouped.of(table(Kind.HOST, HOST), HOST, step_ns, span)
-    app = table(Kind.APP, APP_GPU, APP_JOB)
+    top = _top(_Grouped.of(tables[Kind.PROCESS], PROCESS, step_ns, span))
+    host = _Grouped.of(tables[Kind.HOST], HOST, step_ns, span)
+    app = tables[Kind.APP]
     app_gpu = _Grouped.of(app, APP_GPU, step_ns, span)
     app_job = _Grouped.of(app, APP_JOB, step_ns, span)
     joined = _join(g, top, host, app_gpu, app_job, step_ns, float(step_s))
-    return pa.table([_output(c, expr, t, joined) for c, expr, t in OUTPUT], schema=schema())
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, as in the SQL
+        columns = [_output(c, expr, t, joined) for c, expr, t in OUTPUT]
+    return pa.table(columns, schema=schema())
 
 
 def _inputs(part: Part) -> set[str]:
@@ -163,13 +191,23 @@ def _valid(table: pa.Table, name: str) -> np.ndarray:
 class _Grouped:
     """One part's per-bucket aggregates: `n` groups in (keys..., bucket) order, nulls last; the
     key values (`keys`, strings or None per group), the bucket `b`, each key's rank codes and
-    the aggregated columns (numpy, NaN = null; string columns as Arrow arrays)."""
+    the aggregated columns (numpy, NaN where null; string columns as Arrow arrays). `nulls`:
+    where a column that can hold NaN as a value (a mean, `inf - inf`) is null; every other
+    float column is null where it is NaN."""
 
     n: int
     keys: dict[str, list[str | None]]
     codes: list[np.ndarray]
     b: np.ndarray
     cols: dict[str, Any]
+    nulls: dict[str, np.ndarray]
+
+    def null(self, name: str) -> np.ndarray:
+        """Where column `name` is null."""
+        got = self.nulls.get(name)
+        if got is not None:
+            return got
+        return _null_of(self.cols[name])
 
     @classmethod
     def of(
@@ -192,7 +230,7 @@ class _Grouped:
         rows = len(ts)
         if rows == 0:
             empty = {a.name: _empty(a) for a in part.aggs}
-            return cls(0, {k: [] for k in part.keys}, [], np.zeros(0, np.int64), empty)
+            return cls(0, {k: [] for k in part.keys}, [], np.zeros(0, np.int64), empty, {})
         b = ts // step_ns
         codes = [_ranks(table.column(k)) for k in part.keys]
         order = np.lexsort((ts, b, *reversed(codes)))
@@ -206,8 +244,18 @@ class _Grouped:
         firsts = order[starts]
         keys = {k: table.column(k).take(firsts).to_pylist() for k in part.keys}
         agg = _Aggregator(table, ts, order, starts, group)
-        cols = {a.name: agg.run(a) for a in part.aggs}
-        return cls(len(starts), keys, [c[firsts] for c in codes], b[firsts], cols)
+        with np.errstate(invalid="ignore", over="ignore"):  # means of ±inf, as in the SQL
+            cols = {a.name: agg.run(a) for a in part.aggs}
+        return cls(len(starts), keys, [c[firsts] for c in codes], b[firsts], cols, agg.nulls)
+
+
+def _null_of(col: Any) -> np.ndarray:
+    """Where a column without NaN values is null: NaN (floats), never (integers), Arrow's
+    nulls (strings)."""
+    if isinstance(col, pa.Array | pa.ChunkedArray):
+        return np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
+    col = np.asarray(col)
+    return np.isnan(col) if col.dtype.kind == "f" else np.zeros(len(col), dtype=bool)
 
 
 def _empty(a: Agg) -> Any:
@@ -231,6 +279,7 @@ class _Aggregator:
         self.table, self.ts, self.order, self.starts, self.group = table, ts, order, starts, group
         self.n = len(starts)
         self._cache: dict[str, np.ndarray] = {}
+        self.nulls: dict[str, np.ndarray] = {}  # the aggregates that can be NaN as a value
 
     def column(self, name: str) -> np.ndarray:
         """`Columns` for `Agg.compute`: `ts` as int64 ns, a metric as float64 (NaN = null)."""
@@ -273,9 +322,10 @@ class _Aggregator:
             fn: Any = (np.fmin, np.fmax) if v.dtype.kind == "f" else (np.minimum, np.maximum)
             return fn[a.kind == MAX].reduceat(v, self.starts)
         valid = ~np.isnan(v)
-        if a.kind == MEAN:
+        if a.kind == MEAN:  # avg: NaN as a value where +inf and -inf meet
             sums = np.add.reduceat(np.where(valid, v, 0.0), self.starts)
             counts = np.add.reduceat(valid.astype(np.int64), self.starts)
+            self.nulls[a.name] = counts == 0
             with np.errstate(invalid="ignore", divide="ignore"):
                 return np.where(counts > 0, sums / counts, np.nan)
         if a.kind == COUNT:
@@ -347,11 +397,7 @@ def _coverage(g: _Grouped) -> None:
             spacing[lo:hi] = _quantile_cont_median(part)
     doubled = 2 * spacing
     cap_null = np.isnan(doubled)
-    cap0 = np.where(
-        cap_null,
-        0,
-        np.where(doubled >= 0, np.floor(doubled + 0.5), np.ceil(doubled - 0.5)),
-    ).astype(np.int64)
+    cap0 = to_bigint(np.where(cap_null, 0.0, doubled), "the coverage cap (2 × spacing)")
     span = last - first
     limit = (samples - 1) * cap0
     g.cols["cov_s"] = np.minimum(span, limit) / 1e9
@@ -375,27 +421,62 @@ def _series(g: _Grouped) -> None:
         has_next, np.minimum(gap, cap0).astype(np.float64), np.minimum(spacing0, cap0)
     )
     g.cols["tail_nod_ns"] = np.where(has_next, np.maximum(gap - cap0, 0), 0).astype(np.float64)
-    e_first, e_last = g.cols["e_first"], g.cols["e_last"]
+    e_first, e_last = g.cols["e_first"], g.cols["e_last"]  # peaks: NaN only where null
     has_prev = np.insert(same, 0, False)
     prev_b = np.insert(g.b[:-1], 0, 0)
     prev_last = np.insert(e_last[:-1], 0, np.nan)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # an infinite counter: inf - inf is NaN, as in the SQL
         carried = has_prev & (prev_b == g.b - 1) & ~np.isnan(prev_last) & (e_last >= prev_last)
         own = e_last >= e_first
-    g.cols["energy_j"] = np.where(
-        carried, e_last - prev_last, np.where(own, e_last - e_first, np.nan)
-    )
+        g.cols["energy_j"] = np.where(
+            carried, e_last - prev_last, np.where(own, e_last - e_first, np.nan)
+        )
+    g.nulls["energy_j"] = ~(carried | own)
 
 
 # -- attribution and joins ------------------------------------------------------------------------
 
 
 def _pid_number(pid: str | None) -> int:
-    """TRY_CAST(pid AS BIGINT), 0 where it is null or not a number."""
-    if pid is None or not _INT.fullmatch(pid):
-        return 0
-    value = int(pid)
-    return value if -_I64_MAX - 1 <= value <= _I64_MAX else 0
+    """`coalesce(TRY_CAST(pid AS BIGINT), 0)`: the pid as DuckDB reads a BIGINT from a string,
+    0 where it is null or DuckDB reads no BIGINT from it."""
+    value = None if pid is None else _try_cast_bigint(pid)
+    return 0 if value is None else value
+
+
+def _try_cast_bigint(text: str) -> int | None:
+    """DuckDB's `TRY_CAST(text AS BIGINT)` (its string-to-integer reading, checked against
+    DuckDB in the tests): `0x` / `0b` digits (whitespace before them only); or decimal digits
+    with ASCII whitespace around, an optional sign, a fraction and an exponent (`1e3`, `12.0`,
+    `1_000`: one underscore between two digits), rounded to the nearest integer, halves away
+    from zero. None where it reads no number or the number is outside BIGINT. Like DuckDB: the
+    integer part must fit a BIGINT before the exponent applies, the exponent an INT16, and a
+    fraction digit that would take the fraction's digits past BIGINT is skipped."""
+    if m := _HEX_OR_BIN.fullmatch(text):
+        digits, base = (m.group(1), 16) if m.group(1) is not None else (m.group(2), 2)
+        value = int(digits.replace("_", ""), base)
+        return value if value <= _I64_MAX else None
+    m = _DECIMAL.fullmatch(text)
+    if m is None or (m.group(2) is None and m.group(3) is None):
+        return None
+    sign = -1 if m.group(1) == "-" else 1
+    whole = sign * int((m.group(2) or "0").replace("_", ""))
+    if not _I64_MIN <= whole <= _I64_MAX:
+        return None
+    exponent = int(m.group(4).replace("_", "")) if m.group(4) is not None else 0
+    if not _I16[0] <= exponent <= _I16[1]:
+        return None
+    fraction, places = 0, 0
+    for ch in (m.group(3) or "").replace("_", ""):
+        digit = int(ch)
+        if fraction * 10 + digit <= _I64_MAX:
+            fraction, places = fraction * 10 + digit, places + 1
+    # |value| = (|whole| + fraction / 10**places) * 10**exponent = num / den exactly
+    num = (abs(whole) * 10**places + fraction) * 10 ** max(exponent, 0)
+    den = 10 ** (places + max(-exponent, 0))
+    quotient, remainder = divmod(num, den)
+    value = sign * (quotient + (2 * remainder >= den))
+    return value if _I64_MIN <= value <= _I64_MAX else None
 
 
 @dataclass
@@ -422,7 +503,8 @@ def _top(p: _Grouped) -> _Top:
     starts = np.flatnonzero(new)
     rows = order[starts]
     processes = np.diff(np.append(starts, p.n))
-    memory = np.add.reduceat(mem[order], starts)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, as in the SQL
+        memory = np.add.reduceat(mem[order], starts)
     gpus = p.keys["gpu_uuid"]
     index = {(gpus[r], int(p.b[r])): i for i, r in enumerate(rows)}
     return _Top(index, rows, processes, memory, p)
@@ -439,20 +521,65 @@ def _lookup(index: dict[Any, int], keys: list[Any]) -> np.ndarray:
     )
 
 
-def _taker(cols: dict[str, Any], rows: np.ndarray) -> Callable[[str], Any]:
-    """Columns of a joined part at `rows` (-1 = no match: null)."""
-    missing = rows < 0
-    safe = np.where(missing, 0, rows)
+class _Taker:
+    """Columns of a joined part at `rows` (-1 = no match: null); `null(name)` where `name` is
+    null (`nulls`: the part's columns that can be NaN as a value)."""
 
-    def take(name: str) -> Any:
-        col = cols[name]
+    def __init__(
+        self, cols: dict[str, Any], rows: np.ndarray, nulls: dict[str, np.ndarray] | None = None
+    ) -> None:
+        self.cols, self.nulls = cols, nulls or {}
+        self.missing = rows < 0
+        self.safe = np.where(self.missing, 0, rows)
+
+    def __call__(self, name: str) -> Any:
+        col = self.cols[name]
         if isinstance(col, pa.Array):
-            return col.take(pa.array(safe, mask=missing))
+            return col.take(pa.array(self.safe, mask=self.missing))
         if len(col) == 0:
-            return np.full(len(rows), np.nan)
-        return np.where(missing, np.nan, np.asarray(col, dtype=np.float64)[safe])
+            return np.full(len(self.safe), np.nan)
+        return np.where(self.missing, np.nan, np.asarray(col, dtype=np.float64)[self.safe])
 
-    return take
+    def null(self, name: str) -> np.ndarray:
+        col = self.cols[name]
+        if len(col) == 0:
+            return np.ones(len(self.safe), dtype=bool)
+        nulls = self.nulls.get(name)
+        source = nulls if nulls is not None else _null_of(col)
+        taken: np.ndarray = self.missing | source[self.safe]
+        return taken
+
+
+class _Joined:
+    """`frame_columns.Joined` over the joined parts: `g.x` (the GPU part), `pa.x` / `h.x` /
+    `ag.x` / `aj.x` (taken at each GPU row's match; `pa.processes` and
+    `pa.process_memory_bytes` from the `top` taker) and the parameters `$step_ns`, `$step_s`."""
+
+    def __init__(
+        self, g: _Grouped, takers: dict[str, _Taker], params: dict[str, float | int]
+    ) -> None:
+        self.g, self.takers, self.params = g, takers, params
+        self.g_cols: dict[str, Any] = {**g.cols, "b": g.b}
+        for k, values in g.keys.items():
+            self.g_cols[k] = pa.array(values, type=pa.string())
+
+    def _taker(self, alias: str, column: str) -> _Taker:
+        top = self.takers["top"]
+        return top if alias == "pa" and column in top.cols else self.takers[alias]
+
+    def __call__(self, name: str) -> Any:
+        if name in self.params:
+            return self.params[name]
+        alias, _, column = name.partition(".")
+        return self.g_cols[column] if alias == "g" else self._taker(alias, column)(column)
+
+    def null(self, name: str) -> np.ndarray:
+        if name in self.params:
+            return np.zeros(self.g.n, dtype=bool)
+        alias, _, column = name.partition(".")
+        if alias == "g":
+            return self.g.null(column) if column in self.g.cols else _null_of(self.g_cols[column])
+        return self._taker(alias, column).null(column)
 
 
 def _join(
@@ -463,7 +590,7 @@ def _join(
     app_job: _Grouped,
     step_ns: int,
     step_s: float,
-) -> Callable[[str], Any]:
+) -> _Joined:
     """The joined aggregates by qualified name (`g.x`, `pa.x`, `h.x`, `ag.x`, `aj.x`) and the
     parameters (`$step_ns`, `$step_s`)."""
     bs = [int(b) for b in g.b]
@@ -473,8 +600,11 @@ def _join(
     p_rows = np.where(pa_at < 0, -1, top.rows[np.maximum(pa_at, 0)] if len(top.rows) else -1)
     p_cols: dict[str, Any] = {a.name: p.cols[a.name] for a in PROCESS.aggs}
     p_cols["pid"] = pa.array(p.keys["pid"], type=pa.string())
-    p_take = _taker(p_cols, p_rows)
-    top_take = _taker({"processes": top.processes, "process_memory_bytes": top.memory}, pa_at)
+    p_take = _Taker(p_cols, p_rows)
+    # the GPU's process count and the sum of their peaks: never null where there is a top
+    # process (the sum may be NaN, inf - inf)
+    counts = {"processes": top.processes, "process_memory_bytes": top.memory}
+    top_take = _Taker(counts, pa_at, {k: np.zeros(len(v), dtype=bool) for k, v in counts.items()})
     jobs = p_take("job_id").to_pylist()
     h_index = {
         (h, int(b)): i for i, (h, b) in enumerate(zip(host.keys["host"], host.b, strict=True))
@@ -491,49 +621,63 @@ def _join(
     }
     takers = {
         "pa": p_take,
-        "h": _taker(host.cols, _lookup(h_index, list(zip(hosts, bs, strict=True)))),
-        "ag": _taker(app_gpu.cols, _lookup(ag_index, list(zip(jobs, uuids, bs, strict=True)))),
-        "aj": _taker(app_job.cols, _lookup(aj_index, list(zip(jobs, bs, strict=True)))),
+        "top": top_take,
+        "h": _Taker(host.cols, _lookup(h_index, list(zip(hosts, bs, strict=True))), host.nulls),
+        "ag": _Taker(
+            app_gpu.cols,
+            _lookup(ag_index, list(zip(jobs, uuids, bs, strict=True))),
+            app_gpu.nulls,
+        ),
+        "aj": _Taker(
+            app_job.cols, _lookup(aj_index, list(zip(jobs, bs, strict=True))), app_job.nulls
+        ),
     }
-    g_cols: dict[str, Any] = dict(g.cols)
-    g_cols["b"] = g.b
-    for k, values in g.keys.items():
-        g_cols[k] = pa.array(values, type=pa.string())
-
-    def value(name: str) -> Any:
-        if name == "$step_ns":
-            return step_ns
-        if name == "$step_s":
-            return step_s
-        alias, _, column = name.partition(".")
-        if alias == "g":
-            return g_cols[column]
-        if alias == "pa" and column in ("processes", "process_memory_bytes"):
-            return top_take(column)
-        return takers[alias](column)
-
-    return value
+    return _Joined(g, takers, {"$step_ns": step_ns, "$step_s": step_s})
 
 
-def _output(column: str, expr: str, sql_type: str, value: Callable[[str], Any]) -> pa.Array:
-    """One frame column as Arrow, from OUTPUT's expression (or its OUTPUT_NUMPY counterpart)."""
+class _Reads:
+    """A `Joined` that notes which names were read (an arithmetic expression is null where
+    one of them is)."""
+
+    def __init__(self, joined: _Joined) -> None:
+        self.joined = joined
+        self.names: list[str] = []
+
+    def __call__(self, name: str) -> Any:
+        self.names.append(name)
+        return self.joined(name)
+
+    def null(self, name: str) -> np.ndarray:
+        return self.joined.null(name)
+
+
+def _output(column: str, expr: str, sql_type: str, joined: _Joined) -> pa.Array:
+    """One frame column as Arrow, from OUTPUT's expression (or its OUTPUT_NUMPY counterpart):
+    null where the SQL gives NULL, NaN where it gives NaN."""
     compute = OUTPUT_NUMPY.get(column)
     if compute is not None:
-        got = compute(value)
+        reads = _Reads(joined)
+        got = compute(reads)
+        nulls_of = OUTPUT_NULLS.get(column)
+        if nulls_of is not None:
+            nulls = nulls_of(joined)
+        else:
+            nulls = np.zeros(joined.g.n, dtype=bool)
+            for name in reads.names:
+                nulls = nulls | joined.null(name)
     elif _ONE_AGG.fullmatch(expr):
-        got = value(expr)
+        got, nulls = joined(expr), joined.null(expr)
     elif m := _APP_FILL.fullmatch(expr):
-        per_gpu, job_wide = value(f"ag.{m.group(1)}"), value(f"aj.{m.group(1)}")
-        got = np.where(np.isnan(per_gpu), job_wide, per_gpu)
+        per_gpu, job_wide = f"ag.{m.group(1)}", f"aj.{m.group(1)}"
+        fill = joined.null(per_gpu)
+        got = np.where(fill, joined(job_wide), joined(per_gpu))
+        nulls = fill & joined.null(job_wide)
     else:
         raise NotImplementedError(f"frame column {column!r} ({expr}) has no numpy counterpart")
     arrow_type = _ARROW_TYPES[sql_type]
     if isinstance(got, pa.Array | pa.ChunkedArray):
         return got.cast(arrow_type)
     values = np.asarray(got)
-    if values.dtype.kind == "f":
-        nulls = np.isnan(values)
-        if arrow_type == pa.int64():
-            return pa.array(np.where(nulls, 0, values).astype(np.int64), mask=nulls)
-        return pa.array(values, type=arrow_type, mask=nulls)
-    return pa.array(values, type=arrow_type)
+    if arrow_type == pa.int64():
+        return pa.array(np.where(nulls, 0, values).astype(np.int64), mask=nulls)
+    return pa.array(values, type=arrow_type, mask=nulls)
