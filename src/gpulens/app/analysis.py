@@ -184,11 +184,14 @@ def analyse(
     by: str | None = None,
     node_queues: Mapping[str, str] | None = None,
     objective: Objective | None = None,
+    findings_only: bool = False,
 ) -> ReportView:
     """Build the report of the store over [start_ns, end_ns) for the given label scope.
     `max_gap_s`: the coverage rule's cap (None: twice each GPU's sampling interval). `by`: a
     key of `BY_COLUMNS` to break the report down by (queues from `node_queues`). `objective`:
-    the serving latency objective of the engine choice by load (default p95 <= 100 ms)."""
+    the serving latency objective of the engine choice by load (default p95 <= 100 ms).
+    `findings_only`: stop once the findings are known (the agent's findings pass: the rest of
+    the view, the previous period's frame for the job verdicts above all, is not built)."""
     filters = {k: v for k, v in (scope or {}).items() if v}
     if step_s is None:
         first, last = (None, None) if None not in (start_ns, end_ns) else store.time_bounds()
@@ -233,6 +236,8 @@ def analyse(
     )
     annotated = ctx.frame
     view.findings = [*run_rules(ctx), *app_only]
+    if findings_only:
+        return view
     cluster = rollups.rollup(annotated, (), prices=prices, region=region)
     view.totals = _rows(cluster)[0] if cluster.num_rows else {}
     view.totals["start_ns"] = int(pc.min(annotated["start_ns"]).as_py())

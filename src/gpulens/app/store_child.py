@@ -174,6 +174,7 @@ def findings_of(
         region=region,
         quotas=quotas,
         **analysis,
+        findings_only=True,
     )
     return view.findings
 

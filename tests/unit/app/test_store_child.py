@@ -136,3 +136,18 @@ def test_a_failing_child_is_counted_and_maintenance_goes_on(
     janitor.run_once()
     assert (janitor.passes, janitor.errors) == (1, 1)
     assert len(cached_days(sim.data_dir)) == 2
+
+
+def test_the_findings_only_pass_finds_what_the_whole_report_finds(sim: Any) -> None:
+    """The pass stops once the findings are known; the report goes on (the rest of the view,
+    the previous half hour's frame for its job verdicts) and finds the same."""
+    from gpulens.app.analysis import analyse
+
+    start, end = T0 + SPAN_S * NS // 2, T0 + SPAN_S * NS  # the half hour before is history
+    ctx = context_from_config(sim.config)
+    settings = {"prices": ctx.prices, "region": ctx.region, "quotas": ctx.quotas, **ctx.analysis}
+    with Store(sim.data_dir) as store:
+        whole = analyse(store, start_ns=start, end_ns=end, **settings)
+        only = findings_of(store, start, end, ctx.prices, ctx.region, ctx.quotas, ctx.analysis)
+    assert whole.findings and whole.jobs, "the report has findings and job verdicts"
+    assert _dumps([f.to_dict() for f in only]) == _dumps([f.to_dict() for f in whole.findings])
