@@ -34,7 +34,6 @@ from gpulens.store.location import ObjectPath, StorePath, open_location, paralle
 from gpulens.store.schema import DATE, empty_schema
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow.dataset as pads
 
 Params = Sequence[object] | Mapping[str, object] | None
