@@ -331,6 +331,7 @@ class Agent:
                 on_tick=self._on_tick,
                 stop=self.stop,
                 maintenance=self.speed == 1.0,  # paced: `_maintenance_loop`, on the clock
+                materialize=partial(cache_in_child, stop=self.stop),
                 on_start=self._on_start,
                 warn=self._warn,
             )
@@ -564,7 +565,15 @@ def _scratch(own: bool) -> Iterator[None]:
         yield
     finally:
         tempfile.tempdir = previous
-        shutil.rmtree(root, ignore_errors=True)
+        # moved out of the way first: a read still writing there (abandoned, not waited for)
+        # then fails to find its store, which the writers never make again (ensure_dir's
+        # `within`), instead of adding files while the tree is removed
+        gone = Path(f"{root}.gone")
+        try:
+            Path(root).rename(gone)
+        except OSError:
+            gone = Path(root)
+        shutil.rmtree(gone, ignore_errors=True)
 
 
 def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:

@@ -138,13 +138,15 @@ def pulled(
     `reshape`: changes the range's tables before they are stored (a job report keeps the
     job's GPUs); its notes are added to the report's."""
     with source(cfg, url) as src, tempfile.TemporaryDirectory(prefix="gpulens-prom-") as tmp:
-        prom = src.read(start_s, end_s, step_s)
-        if prom.family is None and not prom.sequence.num_rows:
-            raise CollectError(f"{src.name}: {prom.notes[0]}")
-        reshaped = reshape(prom) if reshape is not None else []
         data_dir = Path(tmp)
+        # the commit and writer take the store while it exists: a read abandoned at shutdown,
+        # whose temporary directory was removed meanwhile, cannot make it again
         with Commit(data_dir) as commit:
             writer = SegmentWriter(data_dir, "prometheus", commit=commit)
+            prom = src.read(start_s, end_s, step_s)
+            if prom.family is None and not prom.sequence.num_rows:
+                raise CollectError(f"{src.name}: {prom.notes[0]}")
+            reshaped = reshape(prom) if reshape is not None else []
             rows = store_range(writer, prom)
             writer.close()
             commit.commit()

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +17,6 @@ from gpulens.analyze.efficiency import Thresholds
 from gpulens.analyze.inference import Objective
 from gpulens.analyze.memory import MemorySettings
 from gpulens.analyze.prices import Prices, parse_assignments
-from gpulens.app.store_child import cache_in_child
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.collect.host.collector import HostCollector
@@ -35,6 +33,7 @@ from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import MaintenanceThread, SegmentWriter, Store, WriterStats, maintain
 from gpulens.store.location import ObjectPath, StorePath
+from gpulens.store.maintenance import Materialize
 
 log = logging.getLogger("gpulens")
 
@@ -182,12 +181,15 @@ def record(
     maintenance: bool = False,
     on_start: Callable[[Scheduler, SegmentWriter], None] | None = None,
     warn: Callable[[str], None] | None = None,
+    materialize: Materialize | None = None,
 ) -> RecordResult:
     """Run `collectors` into the store at `cfg.data_dir` for `duration_s` (None: until `stop`).
 
     `inline=True` runs collectors without a thread pool or timeouts: the fast path for
     simulated time, where nothing can block. `maintenance=True` compacts and applies retention
-    in a background thread while recording (wall-clock time: for real recordings).
+    in a background thread while recording (wall-clock time: for real recordings), writing the
+    frames cache of closed days with `materialize` (default: in this process; the agent and
+    `gpulens record` hand it to a child process, app/store_child.py).
     `on_start(scheduler, writer)` is called before the first tick (the agent watches both).
     `warn` is told, in one line, when flushes start failing, at most once a minute while they
     fail, and when they work again (default: the `gpulens` logger's warnings, on stderr).
@@ -228,7 +230,6 @@ def record(
     if on_start is not None:
         on_start(scheduler, writer)
     janitor = None
-    cache_stop = threading.Event()  # ends a frames-cache child still running at the end
     if maintenance:
         compact_after = cfg.get("store.compact_after_seconds")
         janitor = MaintenanceThread(
@@ -237,8 +238,7 @@ def record(
             keep_days=cfg.get("store.retention_days"),
             compact_min_age_seconds=compact_after,
             host=cfg.host,
-            # DuckDB, which writes the cache, stays out of the recorder (app/store_child.py)
-            materialize=partial(cache_in_child, stop=cache_stop),
+            materialize=materialize,
         )
         janitor.start()
     try:
@@ -246,7 +246,6 @@ def record(
     finally:
         if janitor is not None:
             janitor.stop()
-            cache_stop.set()
         try:
             writer.close()
             result.store = writer.stats()

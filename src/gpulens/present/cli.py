@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -41,12 +42,13 @@ from gpulens.present.lazy import lazy_module
 if TYPE_CHECKING:  # imported when a command first uses them: each command starts fast
     import pyarrow as pa
 
-    from gpulens.app import session
+    from gpulens.app import session, store_child
     from gpulens.collect.simulated import SimulatedFleet
     from gpulens.pipeline.scheduler import TickResult
     from gpulens.present import views
 else:
     session = lazy_module("gpulens.app.session")
+    store_child = lazy_module("gpulens.app.store_child")
     views = lazy_module("gpulens.present.views")
 
 _state = {"debug": False}
@@ -341,6 +343,7 @@ def record(
             on_tick=_live_ticks(live, 10**9),
             stop=stop,
             maintenance=True,
+            materialize=partial(store_child.cache_in_child, stop=stop),
         )
     errors = sum(result.collector_errors.values())
     err.print(

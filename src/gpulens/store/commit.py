@@ -89,11 +89,13 @@ class Commit:
             self._heartbeat(force=True)
             return
         fd = None
+        # a data directory that exists is not made again if it goes (ensure_dir's `within`)
+        root = self.data_dir if isinstance(self.data_dir, Path) and self.data_dir.is_dir() else None
         for _attempt in range(3):  # a lock `clean_commits` deleted before we held it: retry
             self.id = uuid.uuid4().hex[:16]
             self._lock = directory / f"{self.id}{LOCK_SUFFIX}"
             try:
-                ensure_dir(directory)
+                ensure_dir(directory, within=root)
                 fd = take_lock(self._lock, create=True)
             except OSError as exc:
                 raise StoreError(

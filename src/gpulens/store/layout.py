@@ -268,14 +268,18 @@ def fsync_dir(path: StorePath) -> None:
         os.close(fd)
 
 
-def ensure_dir(path: StorePath) -> None:
+def ensure_dir(path: StorePath, within: Path | None = None) -> None:
     """Create `path` (and parents) durably: each new directory entry is fsynced (object stores
-    have no directories: nothing to do)."""
+    have no directories: nothing to do). With `within`, only directories below it are made:
+    FileNotFoundError when `within` itself is gone (a data directory removed or unmounted
+    under a writer is not made again, empty, where the volume was)."""
     if isinstance(path, ObjectPath) or path.is_dir():
         return
     missing: list[Path] = []
     p = path
     while not p.exists():
+        if within is not None and p == within:
+            raise FileNotFoundError(f"{str(within)!r} no longer exists (removed or unmounted)")
         missing.append(p)
         p = p.parent
     for d in reversed(missing):

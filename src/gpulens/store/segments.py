@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -165,6 +166,8 @@ class SegmentWriter:
         self._failing = False
         self._stats = WriterStats()
         self._closed = False
+        # once the data directory exists, a flush never makes it again (ensure_dir's `within`)
+        self._root = _existing(self.data_dir)
 
     # -- buffering ---------------------------------------------------------------------------
 
@@ -300,7 +303,8 @@ class SegmentWriter:
         name = self._commit.segment_name(self.host, start) if self._commit else None
         path = directory / (name or segment_name(self.host, start))
         try:
-            ensure_dir(directory)
+            ensure_dir(directory, within=self._root)
+            self._root = self._root or _existing(self.data_dir)
             size = write_atomic(path, table, write_options(table), self._open)
             if self._commit is not None:
                 self._commit.add(path)
@@ -420,3 +424,8 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
             cols[name] = t.column(name).cast(pa.float64())
         unified.append(pa.table(cols))
     return pa.concat_tables(unified, promote_options="permissive")
+
+
+def _existing(data_dir: StorePath) -> Path | None:
+    """`data_dir` when it is a local directory that exists, else None."""
+    return data_dir if isinstance(data_dir, Path) and data_dir.is_dir() else None

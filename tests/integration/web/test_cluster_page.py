@@ -363,7 +363,8 @@ def test_a_read_in_flight_does_not_hold_up_the_shutdown(
     started = time.monotonic()
     assert agent.stop() == 0
     assert time.monotonic() - started < 3.0  # the read is abandoned, not waited for
-    assert list(tmp_path.iterdir()) == []  # and its temporary store is gone with the agent
+    left = sorted(str(x.relative_to(tmp_path)) for x in tmp_path.rglob("*"))
+    assert left == [], "\n".join(left)  # and its temporary store is gone with the agent
 
 
 # -- Prometheus away ---------------------------------------------------------------------------

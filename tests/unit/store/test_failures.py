@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import shutil
 from pathlib import Path
 from typing import BinaryIO
 
@@ -10,7 +11,7 @@ import pytest
 
 from gpulens.clock import FakeClock
 from gpulens.errors import StoreError
-from gpulens.store import SegmentWriter, Store
+from gpulens.store import Commit, SegmentWriter, Store
 
 from .helpers import T0, gpu_rows
 
@@ -146,3 +147,36 @@ def test_rejected_values_are_reported_and_the_rest_is_stored(tmp_path: Path) -> 
     assert w.stats().rejected_rows == 1
     with Store(tmp_path) as store:
         assert store.tables()["gpu"] == 4
+
+
+def test_a_removed_data_directory_is_not_made_again(tmp_path: Path) -> None:
+    """A data directory removed (or unmounted) under a writer: its flush fails and says so, the
+    readings stay buffered, and the directory is not made again, empty, where the volume was;
+    once it is back, the next flush stores everything."""
+    data = tmp_path / "data"
+    w = SegmentWriter(data, "node1", clock=FakeClock(T0))  # made by the first flush
+    w.append(gpu_rows(2))
+    w.flush()
+    shutil.rmtree(data)
+    w.append(gpu_rows(3, start=T0 + 10**11))
+    with pytest.raises(StoreError, match="no longer exists"):
+        w.flush()
+    assert not data.exists()
+    assert w.stats().buffered_rows == 12
+    data.mkdir()  # the volume is back
+    w.flush()
+    with Store(data) as store:
+        assert store.tables()["gpu"] == 12
+
+
+def test_a_commit_does_not_make_a_removed_data_directory_again(tmp_path: Path) -> None:
+    """The temporary store of a read abandoned at shutdown, removed under its writer."""
+    data = tmp_path / "data"
+    data.mkdir()
+    with Commit(data) as commit:
+        w = SegmentWriter(data, "node1", clock=FakeClock(T0), commit=commit)
+        shutil.rmtree(data)
+        w.append(gpu_rows(2))
+        with pytest.raises(StoreError, match="no longer exists"):
+            w.flush()
+    assert not data.exists()
