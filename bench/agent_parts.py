@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from agent_process import fed_live_state
+
 
 def idle_server_cpu(seconds: float, agent_loop: bool) -> float:
     """% of a core an idle server used over `seconds` (after a 2 s start)."""
@@ -65,32 +67,10 @@ def connect_cpu_ms(n: int = 50) -> float:
 
 def live_rss(release: bool, gpus: int = 8, seconds: int = 360) -> float:
     """RSS (MB) of this process after feeding a LiveState `seconds` of ticks."""
-    from gpulens.app import session
     from gpulens.app.lean import keep_pandas_out
-    from gpulens.app.live import LiveState
-    from gpulens.clock import FakeClock
-    from gpulens.collect.simulated import SimulatedFleet
-    from gpulens.pipeline.rates import RateStage
-    from gpulens.pipeline.scheduler import Scheduler
-    from gpulens.pipeline.sinks import DiscardSink
 
     keep_pandas_out()
-    start = 1_785_000_000 * 1_000_000_000
-    clock = FakeClock(start)
-    fleet = SimulatedFleet(hosts=1, gpus_per_host=gpus, start_ns=start)
-    sched = Scheduler(
-        session.fleet_collectors(fleet, clock), DiscardSink(), clock, rates=RateStage()
-    )
-    live = LiveState(60.0, 180.0)
-    for s in range(seconds):
-        now = start + s * 1_000_000_000
-        clock.set(now)
-        tick = sched.tick(now)
-        live.on_tick(tick)
-        if live.refresh_due(tick.ts):
-            live.refresh()
-            if release:
-                live.release()
+    fed_live_state(gpus, seconds, 180.0, release)
     for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent_process import fed_live_state
+
 NS = 1_000_000_000
 MODES = ("numpy", "sql-released", "sql-kept")
 
@@ -43,14 +45,7 @@ def _status(key: str) -> float:
 def child(mode: str, repeats: int, gpus: int = 8, seconds: int = 300) -> dict[str, Any]:
     """Feed and refresh a LiveState the way `mode` does; its figures."""
     import gpulens.app.live as live_module
-    from gpulens.app import session
     from gpulens.app.lean import keep_pandas_out
-    from gpulens.app.live import LiveState
-    from gpulens.clock import FakeClock
-    from gpulens.collect.simulated import SimulatedFleet
-    from gpulens.pipeline.rates import RateStage
-    from gpulens.pipeline.scheduler import Scheduler
-    from gpulens.pipeline.sinks import DiscardSink
 
     keep_pandas_out()
     frame_fn = live_module.recent_intervals
@@ -62,21 +57,7 @@ def child(mode: str, repeats: int, gpus: int = 8, seconds: int = 300) -> dict[st
 
         live_module.recent_intervals = frame_fn  # type: ignore[assignment]
     release = mode == "sql-released"
-    start = 1_785_000_000 * NS
-    clock = FakeClock(start)
-    fleet = SimulatedFleet(hosts=1, gpus_per_host=gpus, start_ns=start)
-    sched = Scheduler(session.fleet_collectors(fleet, clock), DiscardSink(), clock,
-                      rates=RateStage())  # fmt: skip
-    live = LiveState(60.0, 300.0)
-    for s in range(seconds):
-        now = start + s * NS
-        clock.set(now)
-        tick = sched.tick(now)
-        live.on_tick(tick)
-        if live.refresh_due(tick.ts):
-            live.refresh()
-            if release:
-                live.release()
+    live = fed_live_state(gpus, seconds, 300.0, release)
     rss, hwm = _status("VmRSS"), _status("VmHWM")
     refresh_ms: list[float] = []
     frame_ms: list[float] = []
