@@ -33,7 +33,7 @@ from gpulens.clock import Clock, FakeClock, SystemClock
 from gpulens.config import Config
 from gpulens.errors import StoreError
 from gpulens.findings.model import Finding
-from gpulens.store.location import StorePath
+from gpulens.store.location import StorePath, open_location
 
 if TYPE_CHECKING:
     from gpulens.store import Store
@@ -95,6 +95,7 @@ def cache_in_child(
     from gpulens.store.frame_cache import closed_days_to_cache
 
     clock = clock or SystemClock()
+    data_dir = open_location(data_dir)  # a path given as text, as maintain() may pass it
     if not closed_days_to_cache(data_dir, clock=clock):
         return 0, 0
     request = {"job": "cache", "data_dir": str(data_dir), "now_ns": clock.now_ns()}

@@ -109,6 +109,7 @@ def test_the_cache_of_closed_days_is_written_by_a_child_and_only_when_needed(
 
     monkeypatch.setattr("subprocess.Popen", no_child)
     assert cache_in_child(sim.data_dir, clock) == (0, 0)
+    assert cache_in_child(str(sim.data_dir), clock) == (0, 0)  # a path given as text
     # today's partition is never cached: the day is still open
     assert closed_days_to_cache(sim.data_dir, clock=FakeClock(T0 + day + 60 * NS)) == []
 
