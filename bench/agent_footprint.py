@@ -28,7 +28,8 @@ a thread watches the agent's children every 0.2 s for their peak RSS, printed ap
 memory is the node's only while a child runs, a second or two every few minutes).
 
 `--history-s N` first writes N seconds of the same simulated fleet into the agent's store, as
-10 s segments not yet merged (compaction merges segments older than an hour): the store of an
+10 s segments, compacted as the agent's maintenance would have done it over those N seconds
+(a pass every half of `store.compact_after_seconds`, on a simulated clock): the store of an
 agent that has run for N seconds, so that a findings pass reads a full window. The CPU of the
 passes is then most of the agent's, and they run every 15 minutes when nobody views the
 dashboard: a run shorter than that sees one or none. After the run the script times that pass
@@ -221,12 +222,19 @@ def children_cpu(proc: psutil.Process) -> float:
 
 
 def write_history(config: Path, seconds: float) -> None:
-    """`seconds` of the simulated fleet the agent runs, up to now, into its store."""
+    """`seconds` of the simulated fleet the agent runs, up to now, into its store, compacted
+    as the agent's maintenance passes would have left it."""
     from gpulens.app.generate import generate
+    from gpulens.store.compact import compact
 
     cfg = load_config(config, env={}, overrides={"store.flush_seconds": 10.0})
     now = time.time_ns() // 1_000_000_000 * 1_000_000_000
-    generate(cfg, now - round(seconds * 1e9), now, workers=1)
+    start = now - round(seconds * 1e9)
+    generate(cfg, start, now, workers=1)
+    after = float(cfg.get("store.compact_after_seconds"))
+    every = round(max(60.0, after / 2) * 1e9)
+    for t in range(start + every, now + 1, every):
+        compact(cfg.data_dir, clock=FakeClock(t), min_age_seconds=after)
 
 
 def pass_cpu(config: Path, window_s: float, runs: int) -> list[float]:

@@ -102,8 +102,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "store.compact_after_seconds",
         float,
-        3600.0,
-        "Segments older than this are merged into larger files.",
+        600.0,
+        "Segments older than this are merged into larger files (a pass every half of it).",
         minimum=60.0,
         maximum=86400.0 * 7,
     ),

@@ -5,7 +5,12 @@ Protocol (crash-safe at every instant, see docs/storage.md):
 1. take the partition's compaction lock (`flock` on `<kind>/.compact-date=YYYY-MM-DD.lock`,
    released by the kernel if the process dies) so two compactions never merge the same inputs;
 2. choose inputs among the *live* files: for a past day every live file (segments and earlier
-   compacted files), for today only segments older than `min_age_seconds`;
+   compacted files), for today segments older than `min_age_seconds`, and also today's
+   first-level compacted files (those made of segments only) once there are `TIER_FILES` of
+   them: they are merged into one second-level file, which is merged again only once the day
+   is over. A row is so rewritten at most three times, and today's partition holds at most
+   `TIER_FILES` first-level files beside its second-level ones (one per `TIER_FILES`
+   maintenance passes) and its young segments;
 3. write the merged, sorted rows to a temporary name, with the input names in the footer
    (`gpulens.replaces`), fsync, rename to `cmp-<start>-<uuid8>.parquet`, fsync the directory:
    this rename is the commit; from then on readers skip the inputs;
@@ -76,6 +81,8 @@ from gpulens.store.schema import TS, ZSTD_LEVEL, normalize, write_options
 
 LOCK_PREFIX = ".compact-"
 LOCK_SUFFIX = ".lock"
+#: today's first-level compacted files are merged into one once there are this many
+TIER_FILES = 12
 
 #: called with the name of each step, for tests that interrupt compaction midway
 StepHook = Callable[[str], None]
@@ -138,7 +145,7 @@ def compact(
                     _delete_stale_tmp(part, now, stale_tmp_seconds)
                 groups = _by_host(files, host) if remote else {None: files}
                 for owner, group in groups.items():
-                    inputs = _choose(group, day == today, now, min_age_seconds)
+                    inputs = _choose(group, day == today, now, min_age_seconds, live)
                     if len(inputs) < min_files:
                         continue
                     step("inputs-chosen")
@@ -147,6 +154,7 @@ def compact(
                     if delete_grace_seconds <= 0:
                         for f in inputs:
                             _delete_tree(live, f, result, step)
+                        fsync_dir(part)
     cleaned = clean_commits(data_dir)
     result.files_deleted += cleaned.files_deleted
     return result
@@ -163,15 +171,32 @@ def _by_host(files: list[StorePath], host: str | None) -> dict[str | None, list[
     return groups
 
 
-def _choose(files: list[StorePath], is_today: bool, now: int, min_age: float) -> list[StorePath]:
+def _choose(
+    files: list[StorePath], is_today: bool, now: int, min_age: float, live: LiveFiles
+) -> list[StorePath]:
+    """The inputs of one merge: a past day's every live file; today's segments older than
+    `min_age`, with today's first-level compacted files once there are `TIER_FILES`."""
     if not is_today:
         return files
     cutoff = now - int(min_age * 1e9)
-    return [
+    segments = [
         f
         for f in files
         if f.name.startswith((SEGMENT_PREFIX, PENDING_PREFIX)) and name_start_ns(f.name) < cutoff
     ]
+    first_level = [f for f in files if _is_first_level(f, live)]
+    return [*first_level, *segments] if len(first_level) >= TIER_FILES else segments
+
+
+def _is_first_level(path: StorePath, live: LiveFiles) -> bool:
+    """Whether `path` is a compacted file made of segments only (none of its inputs compacted)."""
+    if not path.name.startswith(COMPACTED_PREFIX):
+        return False
+    try:
+        replaced = live.replaces(path)
+    except FileNotFoundError:
+        return False
+    return not any(name.startswith(COMPACTED_PREFIX) for name in replaced)
 
 
 def _merge(
@@ -215,19 +240,25 @@ def _merge(
 
 
 def _unify(tables: list[pa.Table]) -> pa.Table:
-    """Concatenate tables whose columns and float widths differ."""
-    widened = []
-    for t in tables:
-        cols = {}
-        for f in t.schema:
-            col = t.column(f.name)
-            if pa.types.is_floating(f.type):
-                col = col.cast(pa.float64())
-            elif pa.types.is_dictionary(f.type):
-                col = col.cast(pa.string())
-            cols[f.name] = col
-        widened.append(pa.table(cols))
-    return pa.concat_tables(widened, promote_options="permissive")
+    """Concatenate tables whose columns and float widths differ (`normalize` then gives every
+    column its stored type). Arrow promotes float widths itself; only a label stored both as
+    dictionary and as plain strings (files from other writers) needs each table cast first."""
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return pa.concat_tables([_widened(t) for t in tables], promote_options="permissive")
+
+
+def _widened(table: pa.Table) -> pa.Table:
+    """`table` with floats as float64 and dictionary columns as plain strings."""
+    fields = []
+    for f in table.schema:
+        if pa.types.is_floating(f.type):
+            f = f.with_type(pa.float64())
+        elif pa.types.is_dictionary(f.type):
+            f = f.with_type(pa.string())
+        fields.append(f)
+    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
 
 
 def _delete_superseded(
@@ -253,15 +284,17 @@ def _delete_superseded(
             continue
         if now - created < grace * 1e9:
             continue
-        for name in sorted(replaced):
+        for name in sorted(replaced & gone):  # the others were deleted by earlier runs
             _delete_tree(live, part / name, result, lambda _s: None)
+    fsync_dir(part)
 
 
 def _delete_tree(
     live: LiveFiles, path: StorePath, result: CompactionResult, step: StepHook
 ) -> None:
-    """Delete a superseded file; for a compacted one, first what it replaced (so that nothing
-    it hides can reappear as live if we stop halfway)."""
+    """Delete a superseded file; for a compacted one, first what it replaced, made durable
+    before the file itself goes (so that nothing it hides can reappear as live if we stop
+    halfway). The caller syncs the directory once after the last deletion."""
     if path.name.startswith(COMPACTED_PREFIX):
         try:
             replaced = live.replaces(path)
@@ -269,6 +302,7 @@ def _delete_tree(
             return
         for name in sorted(replaced):
             _delete_tree(live, path.parent / name, result, step)
+        fsync_dir(path.parent)
     if _unlink(path, result):
         step("input-deleted")
 
@@ -288,7 +322,6 @@ def _unlink(path: StorePath, result: CompactionResult) -> bool:
     except FileNotFoundError:
         return False
     result.files_deleted += 1
-    fsync_dir(path.parent)
     return True
 
 

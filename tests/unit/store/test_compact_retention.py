@@ -5,15 +5,18 @@ import importlib
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from gpulens.clock import FakeClock
 from gpulens.errors import StoreError
 from gpulens.model import Kind
 from gpulens.store import SegmentWriter, Store, apply_retention, compact
-from gpulens.store.layout import LiveFiles, data_files
+from gpulens.store.compact import TIER_FILES
+from gpulens.store.layout import LiveFiles, data_files, segment_name
 
-from .helpers import DAY_NS, T0, gpu_rows
+from .helpers import DAY_NS, T0, gpu, gpu_rows
 
 ALL = "SELECT epoch_ns(ts) AS ns, gpu_uuid, sm_active_ratio, power_watts, seq FROM gpu ORDER BY ns, gpu_uuid"  # noqa: E501
 
@@ -76,6 +79,82 @@ def test_today_only_old_segments_are_compacted(tmp_path: Path) -> None:
     clock.set(T0 + 2200 * 10**9)
     result = compact(tmp_path, clock=clock, min_age_seconds=900, delete_grace_seconds=0)
     assert result.files_merged == 3  # segments starting at 0, 600, 1200 s; not the one at 1800
+    assert snapshot(tmp_path) == before
+
+
+def test_compaction_merges_files_whose_column_types_differ(tmp_path: Path) -> None:
+    """A metric stored as float32 in one segment and float64 in another (its values outgrew
+    float32's exact range), a metric only one file has, and a segment from another writer
+    whose labels are plain strings: the merged file holds every value exactly once."""
+    start = T0 - DAY_NS
+    clock = FakeClock(start)
+    w = SegmentWriter(tmp_path, "node1", clock=clock)
+    w.append(gpu_rows(3, start=start))
+    w.flush()
+    w.append([gpu(start + 10**10 + i, f"GPU-{i}", power_watts=1e9 + i / 4) for i in range(3)])
+    w.flush()
+    w.close()
+    (part,) = (tmp_path / "gpu").glob("date=*")
+    types = {pq.read_schema(f).field("power_watts").type for f in data_files(part)}
+    assert types == {pa.float32(), pa.float64()}
+    plain = pq.read_table(data_files(part)[0])
+    plain = pa.table({n: plain[n].cast(pa.string()) if pa.types.is_dictionary(plain[n].type)
+                      else plain[n] for n in plain.column_names})  # fmt: skip
+    plain = plain.set_column(plain.schema.get_field_index("seq"), "seq", pa.array(
+        [v + 1000 for v in plain["seq"].to_pylist()], pa.float64()))  # fmt: skip
+    pq.write_table(plain, part / segment_name("other", start + 2 * 10**10))
+
+    def rows() -> list[tuple[object, ...]]:
+        return sorted(tuple(r.values()) for r in snapshot(tmp_path))
+
+    before = rows()
+    assert len(before) == 12 + 3 + 12
+    compact(tmp_path, clock=FakeClock(T0), delete_grace_seconds=0)
+    (merged,) = data_files(part)
+    assert merged.name.startswith("cmp-")
+    assert pq.read_schema(merged).field("power_watts").type == pa.float64()
+    assert rows() == before
+
+
+def _levels(data_dir: Path) -> tuple[list[str], list[str], list[str]]:
+    """(segments, first-level, second-level) live gpu files of today's partition."""
+    (part,) = (data_dir / "gpu").glob("date=*")
+    live_files = LiveFiles(data_dir)
+    live, _ = live_files.partition(part)
+    segments = [f.name for f in live if not f.name.startswith("cmp-")]
+    compacted = [f for f in live if f.name.startswith("cmp-")]
+    second = [f.name for f in compacted if any(n[:4] == "cmp-" for n in live_files.replaces(f))]
+    first = [f.name for f in compacted if f.name not in second]
+    return segments, first, second
+
+
+def test_today_first_level_files_are_merged_once_there_are_tier_files(tmp_path: Path) -> None:
+    """An agent's day: a segment every 100 s, a pass every 300 s merging segments older than
+    600 s. First-level files never exceed TIER_FILES, each batch of them becomes one
+    second-level file that is not merged again that day, and every row stays exactly once."""
+    clock = FakeClock(T0)
+    w = SegmentWriter(tmp_path, "node1", clock=clock)
+    seconds = []  # second-level files, in the order they appear
+    for i in range(90):
+        w.append(gpu_rows(1, start=T0 + i * 100 * 10**9, gpus=2))
+        w.flush()
+        clock.advance(100 * 10**9)
+        if i % 3 == 2:
+            before = snapshot(tmp_path)
+            compact(tmp_path, clock=clock, min_age_seconds=600, delete_grace_seconds=0)
+            assert snapshot(tmp_path) == before
+            segments, first, second = _levels(tmp_path)
+            assert len(first) <= TIER_FILES
+            assert len(segments) <= 9  # the last 600 s, and the 300 s since the pass
+            assert set(seconds) <= set(second)  # a second-level file stays as it is today
+            seconds += [name for name in second if name not in seconds]
+    assert len(seconds) == 2  # 30 passes: 12 first-level files merged twice
+    assert len(snapshot(tmp_path)) == 90 * 2
+    before = snapshot(tmp_path)
+    clock.set(T0 + DAY_NS)  # the day is over: all of it becomes one file
+    compact(tmp_path, clock=clock, delete_grace_seconds=0)
+    (part,) = (tmp_path / "gpu").glob("date=*")
+    assert [f.name[:4] for f in data_files(part)] == ["cmp-"]
     assert snapshot(tmp_path) == before
 
 
