@@ -13,9 +13,10 @@ Columns of a stored table:
   otherwise as float64; counters are float64 (exact). Metrics unknown to the catalog are
   float64, unrounded.
 
-Encodings (measured on simulated H100 fleet telemetry, see docs/storage.md): zstd; dictionary
-for labels and gauges; DELTA_BINARY_PACKED for `ts`; BYTE_STREAM_SPLIT for counters; rows sorted
-by (labels, ts) so each series is contiguous.
+Encodings (measured on simulated H100 fleet telemetry, see docs/storage.md): zstd, except in
+a writer's segments (LZ4_RAW: compaction rewrites them soon, and it costs half the CPU);
+dictionary for labels and gauges; DELTA_BINARY_PACKED for `ts`; BYTE_STREAM_SPLIT for counters;
+rows sorted by (labels, ts) so each series is contiguous.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
 FLOAT32_MAX_STEPS = 2**22
 ROW_GROUP_ROWS = 1 << 20
 ZSTD_LEVEL = 3
+#: the codec of a writer's segments: within 15 % of zstd 3's size, half its CPU (docs/storage.md)
+SEGMENT_CODEC = "lz4"
 
 _LABEL_ORDER = {k: i for i, k in enumerate(LABEL_KEYS)}
 
@@ -156,8 +159,11 @@ def normalize(table: pa.Table) -> pa.Table:
     return out
 
 
-def write_options(table: pa.Table, *, zstd_level: int = ZSTD_LEVEL) -> dict[str, object]:
-    """`pyarrow.parquet.write_table` keyword arguments for a normalized table."""
+def write_options(
+    table: pa.Table, *, codec: str = "zstd", zstd_level: int = ZSTD_LEVEL
+) -> dict[str, object]:
+    """`pyarrow.parquet.write_table` keyword arguments for a normalized table, compressed
+    with `codec` ("zstd" at `zstd_level`, or "lz4", which pyarrow writes as LZ4_RAW)."""
     dictionary: list[str] = []
     encoding: dict[str, str] = {TS: "DELTA_BINARY_PACKED"}
     for field in table.schema:
@@ -169,8 +175,8 @@ def write_options(table: pa.Table, *, zstd_level: int = ZSTD_LEVEL) -> dict[str,
         else:
             dictionary.append(field.name)
     return {
-        "compression": "zstd",
-        "compression_level": zstd_level,
+        "compression": codec,
+        "compression_level": zstd_level if codec == "zstd" else None,
         "use_dictionary": dictionary,
         "column_encoding": encoding,
         "row_group_size": ROW_GROUP_ROWS,

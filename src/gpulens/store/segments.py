@@ -39,7 +39,8 @@ from gpulens.store.layout import (
     write_atomic,
 )
 from gpulens.store.location import ObjectPath, StorePath, open_location
-from gpulens.store.schema import TS, normalize, split_columns, ts_ns, write_options
+from gpulens.store.schema import SEGMENT_CODEC, TS, normalize, split_columns, ts_ns, write_options
+from gpulens.store.segment_table import GroupColumns, day_tables, direct, group_columns
 
 #: the smallest buffer cap after failed flushes, in rows (when no bound is given)
 MIN_BUFFER_CAP = 100_000
@@ -207,15 +208,17 @@ class SegmentWriter:
             try:
                 self._chunks.append((kind, group.table()))
             except (TypeError, ValueError, pa.ArrowException) as exc:
-                self._stats = replace(
-                    self._stats, rejected_rows=self._stats.rejected_rows + len(group.ts)
-                )
-                errors.append(
-                    f"{len(group.ts)} {kind.value} readings with values {group.value_keys!r} "
-                    f"were rejected: {exc}"
-                )
+                errors.append(self._reject(kind, group, exc))
         self._groups = {}
         return errors
+
+    def _reject(self, kind: Kind, group: _Group, exc: Exception) -> str:
+        """Count the readings of a group that cannot be stored; says which and why."""
+        self._stats = replace(self._stats, rejected_rows=self._stats.rejected_rows + len(group.ts))
+        return (
+            f"{len(group.ts)} {kind.value} readings with values {group.value_keys!r} "
+            f"were rejected: {exc}"
+        )
 
     # -- flushing ----------------------------------------------------------------------------
 
@@ -237,7 +240,8 @@ class SegmentWriter:
     def _flush(self, final: bool = False) -> list[StorePath]:
         started = time.perf_counter()
         self._last_flush_ns = self._clock.now_ns()
-        rejected = self._seal()
+        fast = None if self._chunks or self._failing else self._direct_jobs()
+        rejected = fast[1] if fast is not None else self._seal()
         if self._failing and not final:
             stuck = self._probe()
             if stuck is not None:  # still failing: spare rebuilding the whole buffer to know it
@@ -246,7 +250,7 @@ class SegmentWriter:
                     self._merge_chunks()
                 self._enforce_cap()
                 raise _unwritten(stuck, self._buffered_rows(), final)
-        jobs = self._jobs()
+        jobs = fast[0] if fast is not None else self._jobs()
         written: list[StorePath] = []
         failure: StoreError | None = None
         for i, (kind, day, table) in enumerate(jobs):
@@ -283,6 +287,29 @@ class SegmentWriter:
             raise StoreError("; ".join(rejected) + " (values must be numbers)")
         return written
 
+    def _direct_jobs(self) -> tuple[list[tuple[Kind, str, pa.Table]], list[str]] | None:
+        """What `_seal` then `_jobs` make of a buffer of reading groups alone, built straight
+        from the groups (`segment_table`), with the rejections; None (nothing done) when a kind
+        needs the general path."""
+        by_kind: dict[Kind, list[GroupColumns]] = {}
+        failed: list[tuple[Kind, _Group, Exception]] = []
+        for (kind, _, _), group in self._groups.items():
+            try:
+                columns = group_columns(group)
+            except (TypeError, ValueError, pa.ArrowException) as exc:
+                failed.append((kind, group, exc))
+                continue
+            by_kind.setdefault(kind, []).append(columns)
+        if not all(direct(groups) for groups in by_kind.values()):
+            return None
+        jobs = [
+            (kind, day_of(day * NS_PER_DAY), table)
+            for kind, groups in by_kind.items()
+            for day, table in day_tables(groups)
+        ]
+        self._groups = {}
+        return jobs, [self._reject(*f) for f in failed]
+
     def _jobs(self) -> list[tuple[Kind, str, pa.Table]]:
         """(kind, day, normalized table) for everything buffered."""
         by_kind: dict[Kind, list[pa.Table]] = {}
@@ -305,7 +332,7 @@ class SegmentWriter:
         try:
             ensure_dir(directory, within=self._root)
             self._root = self._root or _existing(self.data_dir)
-            size = write_atomic(path, table, write_options(table), self._open)
+            size = write_atomic(path, table, write_options(table, codec=SEGMENT_CODEC), self._open)
             if self._commit is not None:
                 self._commit.add(path)
         except (OSError, pa.ArrowException, StoreError) as exc:
