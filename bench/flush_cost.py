@@ -209,7 +209,7 @@ def main() -> None:
     if args.codecs:
         scratch = Path(tempfile.mkdtemp(prefix="flush-codecs-"))
         try:
-            codec_costs(flushes[-1], scratch, times=max(1, 400 // args.span))
+            codec_costs(flushes[-1], scratch, times=max(5, 400 // args.span))
         finally:
             shutil.rmtree(scratch)
     else:
