@@ -779,10 +779,16 @@ class Config:
     def data_dir(self) -> StorePath:
         """The store: a local `Path`, or an `ObjectPath` for an object-store URL (with the
         `store.aws_*` settings as its credentials)."""
-        from gpulens.store.location import S3_KEYS, open_location
+        from gpulens.store.location import open_location
 
-        options = {k: self.values.get(f"store.{k}") for k in S3_KEYS}
-        return open_location(str(self.values["data_dir"]), options)
+        return open_location(str(self.values["data_dir"]), self.store_options)
+
+    @property
+    def store_options(self) -> dict[str, str | None]:
+        """The `store.aws_*` settings, as `open_location` takes them."""
+        from gpulens.store.location import S3_KEYS
+
+        return {k: self.values.get(f"store.{k}") for k in S3_KEYS}
 
     @property
     def host(self) -> str:

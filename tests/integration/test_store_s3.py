@@ -372,3 +372,32 @@ def test_an_agents_maintenance_compacts_its_recent_days_only(s3: S3) -> None:
         live = [f.name.split("-")[0] + "-" + f.name.split("-")[1] for f in store.files(Kind.GPU)]
         assert store.query("SELECT count(*) AS n FROM gpu")["n"][0].as_py() == 12
     assert sorted(live) == sorted(["cmp-n1"] * 2 + ["seg-n1"] * 2 + ["seg-n2"] * 6)
+
+
+def test_the_compaction_child_opens_a_bucket_with_the_configured_credentials(
+    s3: S3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent given its bucket's credentials in its configuration (`store.aws_*`, not the
+    environment) hands its large merges to a child process: it opens the same bucket with the
+    same credentials (without them it would look for the bucket in AWS itself)."""
+    from gpulens.app.store_child import compact_in_child
+    from gpulens.store.location import open_location
+
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/store"
+    options = {"aws_endpoint_url": s3.endpoint, "aws_access_key_id": "testing",
+               "aws_secret_access_key": "testing", "aws_region": "us-east-1"}  # fmt: skip
+    for key in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key)  # the children inherit no credentials
+    store = open_location(url, options)
+    now = 1_765_000_000 * 10**9
+    for _ in range(2):
+        with SegmentWriter(store, "n1", clock=FakeClock(now)) as w:
+            days = [now - 3600 * 10**9 - d * NS_PER_DAY for d in (0, 1)]
+            w.append_table(Kind.GPU, pa.table({"ts": days, "gpu_uuid": ["GPU-0"] * 2,
+                                               "power_watts": [1.0, 2.0]}))  # fmt: skip
+    clock = FakeClock(now)
+    done = compact_in_child(store, clock, host="n1", min_age_seconds=60, options=options)
+    assert (done.files_merged, done.partitions_compacted) == (4, 2)
+    with Store(store) as reader:
+        assert reader.query("SELECT count(*) AS n FROM gpu")["n"][0].as_py() == 4

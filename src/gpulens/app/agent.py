@@ -42,9 +42,14 @@ import uvicorn
 from gpulens.analyze.prices import Prices
 from gpulens.analyze.traces.limits import DEFAULT_LIMITS, TraceLimits
 from gpulens.app import session
-from gpulens.app.heap import trim_heap
+from gpulens.app.heap import release_memory, trim_heap
 from gpulens.app.live import LiveState
-from gpulens.app.store_child import cache_in_child, findings_in_child, findings_of
+from gpulens.app.store_child import (
+    cache_for,
+    compact_large_for,
+    findings_in_child,
+    findings_of,
+)
 from gpulens.app.traces import trace_limits
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
@@ -331,7 +336,8 @@ class Agent:
                 on_tick=self._on_tick,
                 stop=self.stop,
                 maintenance=self.speed == 1.0,  # paced: `_maintenance_loop`, on the clock
-                materialize=partial(cache_in_child, stop=self.stop),
+                materialize=cache_for(self.cfg, self.stop),
+                compact_large=compact_large_for(self.cfg, self.stop),
                 on_start=self._on_start,
                 warn=self._warn,
             )
@@ -389,16 +395,17 @@ class Agent:
                     compact_min_age_seconds=compact_after,
                     clock=self.clock,
                     host=self.cfg.host,
-                    materialize=partial(cache_in_child, stop=self.stop),
+                    materialize=cache_for(self.cfg, self.stop),
+                    compact_large=compact_large_for(self.cfg, self.stop),
                 )
             except Exception as exc:  # retried next time; recording goes on
                 self._note(f"maintenance: {type(exc).__name__}: {exc}")
+            finally:
+                release_memory()
 
     def _cluster_loop(self) -> None:
         """The Cluster page's data from Prometheus, every `cluster.every_s` (a failed read is
         shown on the page and retried; it never stops the agent)."""
-        from gpulens.app.heap import release_memory
-
         assert self.cluster is not None
         self.cluster.run(self.stop, after=release_memory)
 

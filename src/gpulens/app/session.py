@@ -17,6 +17,7 @@ from gpulens.analyze.efficiency import Thresholds
 from gpulens.analyze.inference import Objective
 from gpulens.analyze.memory import MemorySettings
 from gpulens.analyze.prices import Prices, parse_assignments
+from gpulens.app.heap import release_memory
 from gpulens.clock import Clock
 from gpulens.collect.base import Collector
 from gpulens.collect.host.collector import HostCollector
@@ -33,7 +34,7 @@ from gpulens.pipeline.rates import RateStage
 from gpulens.pipeline.scheduler import Scheduler, TickResult
 from gpulens.store import MaintenanceThread, SegmentWriter, Store, WriterStats, maintain
 from gpulens.store.location import ObjectPath, StorePath
-from gpulens.store.maintenance import Materialize
+from gpulens.store.maintenance import CompactLarge, Materialize
 
 log = logging.getLogger("gpulens")
 
@@ -182,14 +183,17 @@ def record(
     on_start: Callable[[Scheduler, SegmentWriter], None] | None = None,
     warn: Callable[[str], None] | None = None,
     materialize: Materialize | None = None,
+    compact_large: CompactLarge | None = None,
 ) -> RecordResult:
     """Run `collectors` into the store at `cfg.data_dir` for `duration_s` (None: until `stop`).
 
     `inline=True` runs collectors without a thread pool or timeouts: the fast path for
     simulated time, where nothing can block. `maintenance=True` compacts and applies retention
     in a background thread while recording (wall-clock time: for real recordings), writing the
-    frames cache of closed days with `materialize` (default: in this process; the agent and
-    `gpulens record` hand it to a child process, app/store_child.py).
+    frames cache of closed days with `materialize` and merging a closed day's files and
+    today's first-level files with `compact_large` (default: in this process; the agent and
+    `gpulens record` hand both to child processes, app/store_child.py), and handing the
+    memory a pass freed back to the system after each.
     `on_start(scheduler, writer)` is called before the first tick (the agent watches both).
     `warn` is told, in one line, when flushes start failing, at most once a minute while they
     fail, and when they work again (default: the `gpulens` logger's warnings, on stderr).
@@ -239,6 +243,8 @@ def record(
             compact_min_age_seconds=compact_after,
             host=cfg.host,
             materialize=materialize,
+            compact_large=compact_large,
+            after_pass=release_memory,
         )
         janitor.start()
     try:

@@ -13,6 +13,10 @@ Here they run in a child process that reads the same store and exits, its memory
   `IDLE_FINDINGS_FACTOR` times rarer (app/agent.py).
 - `cache_in_child`: `frames.materialize_closed_days`, started only when a closed day has no
   fresh cache file (the check reads file listings, not data: no DuckDB).
+- `compact_in_child`: the merges that hold up to a day in memory (a closed day's, today's
+  first-level files'), which the maintenance pass leaves to it (`compact(defer_large=True)`)
+  when one is due: about once an hour and once a day. In the agent they would raise its heap
+  by tens of MB an hour (hundreds at midnight) that glibc keeps.
 
 `python -m gpulens.app.store_child` is the child: a JSON request on stdin, the answer as JSON on
 stdout; one line on stderr and exit code 1 when the work fails.
@@ -25,7 +29,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
+from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gpulens.analyze.prices import Prices
@@ -33,7 +38,9 @@ from gpulens.clock import Clock, FakeClock, SystemClock
 from gpulens.config import Config
 from gpulens.errors import StoreError
 from gpulens.findings.model import Finding
+from gpulens.store.compact import CompactionResult
 from gpulens.store.location import StorePath, open_location
+from gpulens.store.maintenance import CompactLarge, Materialize
 
 if TYPE_CHECKING:
     from gpulens.store import Store
@@ -89,21 +96,78 @@ def cache_in_child(
     clock: Clock | None = None,
     stop: threading.Event | None = None,
     timeout_s: float = CACHE_TIMEOUT_S,
+    options: Mapping[str, str | None] | None = None,
 ) -> tuple[int, int]:
     """`frames.materialize_closed_days` in a child process, started only when a closed day
-    needs its cache: (days written, days that failed)."""
+    needs its cache: (days written, days that failed). `options`: an object store's
+    credentials (`Config.store_options`), which the child needs to open it again."""
     from gpulens.store.frame_cache import closed_days_to_cache
 
     clock = clock or SystemClock()
-    data_dir = open_location(data_dir)  # a path given as text, as maintain() may pass it
+    data_dir = open_location(data_dir, options)  # a path given as text, as maintain() may
     if not closed_days_to_cache(data_dir, clock=clock):
         return 0, 0
-    request = {"job": "cache", "data_dir": str(data_dir), "now_ns": clock.now_ns()}
+    request = {"job": "cache", **_where(data_dir, options), "now_ns": clock.now_ns()}
     answer = _run("the frames cache", request, stop or threading.Event(), timeout_s)
     try:
         return int(answer["written"]), int(answer["failed"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ChildError(f"the frames cache answered what it should not: {exc!r}") from exc
+
+
+def compact_in_child(
+    data_dir: StorePath,
+    clock: Clock | None = None,
+    *,
+    host: str | None,
+    min_age_seconds: float,
+    stop: threading.Event | None = None,
+    timeout_s: float = CACHE_TIMEOUT_S,
+    options: Mapping[str, str | None] | None = None,
+) -> CompactionResult:
+    """`compact` (every merge due, the large ones included) in a child process; `options` as
+    for `cache_in_child`."""
+    clock = clock or SystemClock()
+    request = {
+        "job": "compact",
+        **_where(data_dir, options),
+        "now_ns": clock.now_ns(),
+        "host": host,
+        "min_age_seconds": float(min_age_seconds),
+    }
+    answer = _run("the compaction", request, stop or threading.Event(), timeout_s)
+    result = CompactionResult()
+    try:
+        for name in result.counts():
+            setattr(result, name, int(answer[name]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ChildError(f"the compaction answered what it should not: {exc!r}") from exc
+    return result
+
+
+def cache_for(cfg: Config, stop: threading.Event | None = None) -> Materialize:
+    """How a recorder of `cfg` hands the frames cache of closed days to `cache_in_child`."""
+    return partial(cache_in_child, stop=stop, options=cfg.store_options)
+
+
+def compact_large_for(cfg: Config, stop: threading.Event | None = None) -> CompactLarge:
+    """How a recorder of `cfg` hands its large merges to `compact_in_child`."""
+    return partial(
+        compact_in_child,
+        host=cfg.host,
+        min_age_seconds=float(cfg.get("store.compact_after_seconds")),
+        stop=stop,
+        options=cfg.store_options,
+    )
+
+
+def _where(data_dir: StorePath, options: Mapping[str, str | None] | None) -> dict[str, Any]:
+    """The part of a request that names the store, so that the child can open it again."""
+    return {"data_dir": str(open_location(data_dir, options)), "options": dict(options or {})}
+
+
+def _store(request: dict[str, Any]) -> StorePath:
+    return open_location(request["data_dir"], request.get("options") or {})
 
 
 def _run(
@@ -207,8 +271,18 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         from gpulens.store.frames import materialize_closed_days
 
         clock = FakeClock(int(request["now_ns"]))
-        written, failed = materialize_closed_days(Path(request["data_dir"]), clock=clock)
+        written, failed = materialize_closed_days(_store(request), clock=clock)
         return {"written": written, "failed": failed}
+    if job == "compact":
+        from gpulens.store.compact import compact
+
+        result = compact(
+            _store(request),
+            host=request["host"],
+            clock=FakeClock(int(request["now_ns"])),
+            min_age_seconds=float(request["min_age_seconds"]),
+        )
+        return dict(result.counts())
     raise ValueError(f"no such job {job!r}")
 
 

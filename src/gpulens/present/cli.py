@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -343,7 +342,8 @@ def record(
             on_tick=_live_ticks(live, 10**9),
             stop=stop,
             maintenance=True,
-            materialize=partial(store_child.cache_in_child, stop=stop),
+            materialize=store_child.cache_for(cfg, stop),
+            compact_large=store_child.compact_large_for(cfg, stop),
         )
     errors = sum(result.collector_errors.values())
     err.print(

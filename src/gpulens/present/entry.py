@@ -36,8 +36,10 @@ def main() -> None:
         sys.exit(trace_cli.main(args[1:], debug=debug))
     command = args[0] if args else ""
     if command in LONG_RUNNING:
+        from gpulens.app.heap import arrow_on_system_heap
         from gpulens.app.lean import keep_pandas_out
 
+        arrow_on_system_heap()  # before pyarrow is imported (app/heap.py)
         keep_pandas_out()  # before anything converts a list with pyarrow (app/lean.py)
     from gpulens.present.cli import main as app_main
 

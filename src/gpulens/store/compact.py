@@ -44,7 +44,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pyarrow as pa
@@ -99,7 +99,18 @@ class CompactionResult:
     bytes_after: int = 0
     files_deleted: int = 0
     skipped_locked: int = 0
+    deferred: int = 0  # large merges left by `defer_large`
     written: list[StorePath] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """Every count of this result, by name (all but `written`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "written"}
+
+    def add(self, other: CompactionResult) -> None:
+        """Count `other`'s work in this result too."""
+        for name, n in other.counts().items():
+            setattr(self, name, getattr(self, name) + n)
+        self.written.extend(other.written)
 
 
 def compact(
@@ -115,11 +126,15 @@ def compact(
     zstd_level: int = ZSTD_LEVEL,
     on_step: StepHook | None = None,
     last_days: int | None = None,
+    defer_large: bool = False,
 ) -> CompactionResult:
     """Merge small segments of each (kind, day) partition of the store in `data_dir`; in an
     object store only the files of `host` (None: every host's, each host's apart).
     `last_days=N` looks only at today and the N-1 days before (each partition looked at costs
-    requests on an object store; older days of a running agent are compacted already)."""
+    requests on an object store; older days of a running agent are compacted already).
+    `defer_large` merges only today's segments: the merges of a closed day and of today's
+    first-level files, which hold up to a day in memory, are counted in `deferred` and left
+    for a run without it (the agent runs that in a child process: app/store_child.py)."""
     data_dir = open_location(data_dir)
     now = (clock or SystemClock()).now_ns()
     today = day_of(now)
@@ -147,6 +162,9 @@ def compact(
                 for owner, group in groups.items():
                     inputs = _choose(group, day == today, now, min_age_seconds, live)
                     if len(inputs) < min_files:
+                        continue
+                    if defer_large and _is_large(inputs, day == today):
+                        result.deferred += 1
                         continue
                     step("inputs-chosen")
                     _merge(part, inputs, now, zstd_level, step, result, owner)
@@ -186,6 +204,12 @@ def _choose(
     ]
     first_level = [f for f in files if _is_first_level(f, live)]
     return [*first_level, *segments] if len(first_level) >= TIER_FILES else segments
+
+
+def _is_large(inputs: list[StorePath], is_today: bool) -> bool:
+    """Whether a merge may hold much more than a few minutes of rows: a closed day's, or one
+    that takes compacted files."""
+    return not is_today or any(f.name.startswith(COMPACTED_PREFIX) for f in inputs)
 
 
 def _is_first_level(path: StorePath, live: LiveFiles) -> bool:

@@ -15,6 +15,8 @@ from gpulens.store.retention import apply_retention
 
 #: writes the frames cache of the closed days that need it: (days written, days that failed)
 Materialize = Callable[[StorePath, Clock], tuple[int, int]]
+#: runs the merges `compact(defer_large=True)` left: a closed day's, today's first-level files'
+CompactLarge = Callable[[StorePath, Clock], CompactionResult]
 
 #: on object storage an agent's maintenance compacts today's and yesterday's partitions only
 RECENT_DAYS = 2
@@ -39,13 +41,16 @@ def maintain(
     materialize_frames: bool = True,
     host: str | None = None,
     materialize: Materialize | None = None,
+    compact_large: CompactLarge | None = None,
 ) -> MaintenanceResult:
     """Delete days past retention, then merge segments older than `compact_min_age_seconds`
     (in that order, so days about to go are not merged first), then write the frames cache of
     every closed day that has none or a stale one (after compaction, which changes the files
     a cache is checked against). In an object store, compaction merges only `host`'s files
     when it is given (each agent compacts its own; `compact`). `materialize`: how the frames
-    cache is written (default: `materialize_closed_days`, in this process)."""
+    cache is written (default: `materialize_closed_days`, in this process). `compact_large`:
+    how the large merges are run, only when one is due (default: in this process, with the
+    small ones)."""
     clock = clock or SystemClock()
     deleted = apply_retention(data_dir, keep_days, clock=clock)
     remote = isinstance(open_location(data_dir), ObjectPath)
@@ -55,7 +60,10 @@ def maintain(
         clock=clock,
         min_age_seconds=compact_min_age_seconds,
         last_days=RECENT_DAYS if remote and host is not None else None,
+        defer_large=compact_large is not None,
     )
+    if result.deferred and compact_large is not None:
+        result.add(compact_large(data_dir, clock))
     written = failed = 0
     if materialize_frames:
         if materialize is not None:
@@ -81,9 +89,13 @@ class MaintenanceThread(threading.Thread):
         compact_min_age_seconds: float,
         host: str | None = None,
         materialize: Materialize | None = None,
+        compact_large: CompactLarge | None = None,
+        after_pass: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name="gpulens-store-maintenance", daemon=True)
         self.materialize = materialize
+        self.compact_large = compact_large
+        self.after_pass = after_pass  # e.g. hand the pass's freed memory back
         self.data_dir = data_dir
         self.every_seconds = every_seconds
         self.keep_days = keep_days
@@ -107,11 +119,15 @@ class MaintenanceThread(threading.Thread):
                 compact_min_age_seconds=self.compact_min_age_seconds,
                 host=self.host,
                 materialize=self.materialize,
+                compact_large=self.compact_large,
             )
             self.passes += 1
         except (GpulensError, OSError) as exc:
             self.errors += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if self.after_pass is not None:
+                self.after_pass()
 
     def stop(self) -> None:
         self._stop_event.set()

@@ -19,14 +19,18 @@ from gpulens.app.store_child import (
     ChildError,
     analyse_window,
     cache_in_child,
+    compact_in_child,
     findings_in_child,
     findings_of,
 )
 from gpulens.clock import FakeClock
 from gpulens.findings.model import Finding
+from gpulens.model import Kind
 from gpulens.store import Store
+from gpulens.store.compact import CompactionResult
 from gpulens.store.frame_cache import cached_days, closed_days_to_cache
-from gpulens.store.maintenance import MaintenanceThread
+from gpulens.store.layout import LiveFiles, partitions
+from gpulens.store.maintenance import MaintenanceThread, maintain
 
 NS = 1_000_000_000
 T0 = 1_767_225_600 * NS  # 2026-01-01 00:00 UTC
@@ -152,3 +156,71 @@ def test_the_findings_only_pass_finds_what_the_whole_report_finds(sim: Any) -> N
         only = findings_of(store, start, end, ctx.prices, ctx.region, ctx.quotas, ctx.analysis)
     assert whole.findings and whole.jobs, "the report has findings and job verdicts"
     assert _dumps([f.to_dict() for f in only]) == _dumps([f.to_dict() for f in whole.findings])
+
+
+def _rows(data_dir: Path) -> list[tuple[object, ...]]:
+    with Store(data_dir) as store:
+        sql = "SELECT epoch_ns(ts), gpu_uuid, sm_active_ratio FROM gpu ORDER BY 1, 2"
+        return [tuple(r.values()) for r in store.query(sql).to_pylist()]
+
+
+def _live_names(data_dir: Path) -> dict[str, list[str]]:
+    """The live gpu files of each day, by name prefix (seg- or cmp-)."""
+    live = LiveFiles(data_dir)
+    return {day: sorted(f.name[:4] for f in live.partition(part)[0])
+            for day, part in partitions(data_dir, Kind.GPU)}  # fmt: skip
+
+
+def test_a_closed_day_is_merged_by_a_child_and_today_s_segments_here(
+    tmp_path: Path, simulated_store: Callable[..., Any]
+) -> None:
+    """The maintenance pass merges today's segments itself and hands the closed day's merge,
+    which can hold a whole day in memory, to the child, once; every row stays, exactly once."""
+    day = 86_400 * NS
+    sim = simulated_store(tmp_path / "store", T0 + day - 1800 * NS, 3600, flush_s=60.0,
+                          gpus_per_host=1)  # fmt: skip
+    clock = FakeClock(T0 + day + 1800 * NS + 600 * NS)  # today's segments all older than 300 s
+    before = _rows(sim.data_dir)
+    calls: list[CompactionResult] = []
+
+    def in_child(data_dir: Any, at: Any) -> CompactionResult:
+        calls.append(compact_in_child(data_dir, at, host=None, min_age_seconds=300))
+        return calls[-1]
+
+    result = maintain(sim.data_dir, keep_days=3650, compact_min_age_seconds=300, clock=clock,
+                      materialize_frames=False, compact_large=in_child)  # fmt: skip
+    assert len(calls) == 1 and calls[0].files_merged > 0
+    assert calls[0].deferred == 0 and result.compaction.deferred >= 1  # the child does all
+    assert result.compaction.files_merged > calls[0].files_merged  # today's, here
+    assert _live_names(sim.data_dir) == {"2026-01-01": ["cmp-"], "2026-01-02": ["cmp-"]}
+    assert _rows(sim.data_dir) == before
+    again = maintain(sim.data_dir, keep_days=3650, compact_min_age_seconds=300, clock=clock,
+                     materialize_frames=False, compact_large=in_child)  # fmt: skip
+    assert len(calls) == 1 and again.compaction.files_merged == 0  # nothing large was due
+
+
+def test_a_failing_compaction_child_is_counted_and_the_next_pass_merges(
+    tmp_path: Path, simulated_store: Callable[..., Any]
+) -> None:
+    sim = simulated_store(tmp_path / "store", T0, 1200, flush_s=60.0, gpus_per_host=1)
+    stopped = threading.Event()
+    stopped.set()
+    released: list[int] = []
+    janitor = MaintenanceThread(
+        sim.data_dir,
+        every_seconds=3600,
+        keep_days=3650,
+        compact_min_age_seconds=0,
+        compact_large=partial(compact_in_child, host=None, min_age_seconds=0, stop=stopped),
+        after_pass=lambda: released.append(1),
+    )
+    before = _rows(sim.data_dir)
+    janitor.run_once()  # the store's day closed long ago (wall clock): its merge is large
+    assert (janitor.passes, janitor.errors, len(released)) == (0, 1, 1)
+    assert "the compaction was stopped" in (janitor.last_error or "")
+    assert _rows(sim.data_dir) == before  # (a child killed after its rename merged the day)
+    janitor.compact_large = partial(compact_in_child, host=None, min_age_seconds=0)
+    janitor.run_once()
+    assert (janitor.passes, janitor.errors, len(released)) == (1, 1, 2)
+    assert _live_names(sim.data_dir) == {"2026-01-01": ["cmp-"]}
+    assert _rows(sim.data_dir) == before

@@ -116,9 +116,12 @@ def test_compaction_merges_files_whose_column_types_differ(tmp_path: Path) -> No
     assert rows() == before
 
 
-def _levels(data_dir: Path) -> tuple[list[str], list[str], list[str]]:
-    """(segments, first-level, second-level) live gpu files of today's partition."""
-    (part,) = (data_dir / "gpu").glob("date=*")
+def _levels(data_dir: Path, today: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """(segments, first-level, second-level) live gpu files of the only partition (with
+    `today`, of the last one)."""
+    parts = sorted((data_dir / "gpu").glob("date=*"))
+    assert today or len(parts) == 1
+    part = parts[-1]
     live_files = LiveFiles(data_dir)
     live, _ = live_files.partition(part)
     segments = [f.name for f in live if not f.name.startswith("cmp-")]
@@ -155,6 +158,31 @@ def test_today_first_level_files_are_merged_once_there_are_tier_files(tmp_path: 
     compact(tmp_path, clock=clock, delete_grace_seconds=0)
     (part,) = (tmp_path / "gpu").glob("date=*")
     assert [f.name[:4] for f in data_files(part)] == ["cmp-"]
+    assert snapshot(tmp_path) == before
+
+
+def test_defer_large_merges_today_s_segments_only(tmp_path: Path) -> None:
+    """`defer_large` leaves a closed day's merge and today's first-level files' merge (each
+    can hold up to a day) to a run without it, and says how many it left."""
+    write_segments(tmp_path, 3)  # yesterday
+    clock = FakeClock(T0)
+    w = SegmentWriter(tmp_path, "node1", clock=clock)
+    for i in range(TIER_FILES):
+        for j in range(2):
+            w.append(gpu_rows(1, start=T0 + (2 * i + j) * 10**10, gpus=1))
+            w.flush()
+        clock.set(T0 + (2 * i + 2) * 10**10)
+        result = compact(tmp_path, clock=clock, min_age_seconds=0, delete_grace_seconds=0,
+                         defer_large=True)  # fmt: skip
+        assert (result.files_merged, result.deferred) == (2, 1)  # yesterday waits
+    before = snapshot(tmp_path)
+    _segments, first, second = _levels(tmp_path, today=True)
+    assert (len(first), second) == (TIER_FILES, [])
+    result = compact(tmp_path, clock=clock, min_age_seconds=0, delete_grace_seconds=0,
+                     defer_large=True)  # fmt: skip
+    assert (result.files_merged, result.deferred) == (0, 2)  # the tier merge waits too
+    result = compact(tmp_path, clock=clock, min_age_seconds=0, delete_grace_seconds=0)
+    assert (result.files_merged, result.deferred) == (3 + TIER_FILES, 0)
     assert snapshot(tmp_path) == before
 
 
