@@ -21,7 +21,6 @@ and records).
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -297,11 +296,6 @@ def record(outcome: Outcome, now_ns: int) -> dict[str, Any]:
         "output": outcome.output,
         "reason": a.reason,
     }
-
-
-def now_ns() -> int:
-    """The wall clock in ns (the CLI's `now`; tests pass their own)."""
-    return time.time_ns()
 
 
 __all__ = [
