@@ -70,8 +70,8 @@ SHUTDOWN_S = 5.0
 EXIT_MARGIN_S = 0.5
 #: without a dashboard viewer in the last `VIEWER_S` seconds, findings run this many times
 #: less often (every 15 min by default): they only feed /metrics then, and a pass over the
-#: last hour reads its ~360 unmerged segments per kind, 3-4 s of CPU (bench/README.md), about 1 %
-#: of a core if it ran every 5 minutes
+#: last hour costs ~1.5 s of CPU in a child (bench/README.md), ~0.5 % of a core if it ran
+#: every 5 minutes
 IDLE_FINDINGS_FACTOR = 15
 VIEWER_S = 600.0
 #: under --speed, findings passes are at least this far apart on the wall clock, and

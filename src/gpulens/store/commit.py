@@ -53,6 +53,7 @@ from gpulens.store.layout import (
     SUFFIX,
     TMP_PREFIX,
     ensure_dir,
+    existing_dir,
     fsync_dir,
     partitions,
     pending_id,
@@ -90,7 +91,7 @@ class Commit:
             return
         fd = None
         # a data directory that exists is not made again if it goes (ensure_dir's `within`)
-        root = self.data_dir if isinstance(self.data_dir, Path) and self.data_dir.is_dir() else None
+        root = existing_dir(self.data_dir)
         for _attempt in range(3):  # a lock `clean_commits` deleted before we held it: retry
             self.id = uuid.uuid4().hex[:16]
             self._lock = directory / f"{self.id}{LOCK_SUFFIX}"

@@ -276,6 +276,12 @@ def fsync_dir(path: StorePath) -> None:
         os.close(fd)
 
 
+def existing_dir(path: StorePath) -> Path | None:
+    """`path` when it is a local directory that exists now, else None (the `within` of
+    `ensure_dir` for a writer whose data directory was there when it started)."""
+    return path if isinstance(path, Path) and path.is_dir() else None
+
+
 def ensure_dir(path: StorePath, within: Path | None = None) -> None:
     """Create `path` (and parents) durably: each new directory entry is fsynced (object stores
     have no directories: nothing to do). With `within`, only directories below it are made:

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from gpulens.catalog import METRICS
 from gpulens.model import LABEL_KEYS
 from gpulens.store.layout import NS_PER_DAY
 from gpulens.store.schema import (
@@ -26,8 +24,10 @@ from gpulens.store.schema import (
     RESERVED,
     TS,
     TS_TYPE,
+    Rounding,
     label_order,
     metric_order,
+    rounding,
 )
 
 #: names a metric may not have on this path (`normalize` reads them as labels or refuses them)
@@ -147,32 +147,11 @@ def _value_matrix(metrics: list[str], groups: Sequence[GroupColumns], rows: int)
     return matrix
 
 
-@dataclass(frozen=True, slots=True)
-class _Rounding:
-    """How `round_metric` rounds one catalog metric: steps of `1 / per_unit` (`scale` is
-    per_unit, multiplied then divided) or of `resolution` (`scale`, divided then multiplied)."""
-
-    scale: float
-    per_unit: bool
-    gauge: bool
-
-
-@cache
-def _rounding(name: str) -> _Rounding | None:
-    metric = METRICS.get(name)
-    if metric is None:
-        return None
-    res = metric.resolution
-    per_unit = round(1.0 / res)
-    exact = res < 1.0 and abs(per_unit * res - 1.0) < 1e-12
-    return _Rounding(float(per_unit) if exact else res, exact, metric.type == "gauge")
-
-
 def _metric_columns(metrics: list[str], matrix: np.ndarray) -> dict[str, pa.Array]:
     """The metric columns of `matrix` as `round_metric` makes them; all-absent ones left out."""
     nulls = np.isnan(matrix)
     kept: list[int] = np.flatnonzero(~nulls.all(axis=1)).tolist()
-    rules = [_rounding(metrics[i]) for i in kept]
+    rules = [rounding(metrics[i]) for i in kept]
     rounded, steps = _round(matrix[kept], rules)
     small = np.nanmax(np.abs(steps), axis=1, initial=0.0) <= FLOAT32_MAX_STEPS
     out: dict[str, pa.Array] = {}
@@ -185,7 +164,7 @@ def _metric_columns(metrics: list[str], matrix: np.ndarray) -> dict[str, pa.Arra
     return out
 
 
-def _round(values: np.ndarray, rules: list[_Rounding | None]) -> tuple[np.ndarray, np.ndarray]:
+def _round(values: np.ndarray, rules: list[Rounding | None]) -> tuple[np.ndarray, np.ndarray]:
     """`values` (a row per metric) rounded to their rules, and the steps they are rounded to;
     rows without a rule (metrics unknown to the catalog) stay as they are."""
     rounded = values.copy()

@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +33,7 @@ from gpulens.store.layout import (
     day_of,
     default_opener,
     ensure_dir,
+    existing_dir,
     partition_dir,
     segment_name,
     write_atomic,
@@ -168,7 +168,7 @@ class SegmentWriter:
         self._stats = WriterStats()
         self._closed = False
         # once the data directory exists, a flush never makes it again (ensure_dir's `within`)
-        self._root = _existing(self.data_dir)
+        self._root = existing_dir(self.data_dir)
 
     # -- buffering ---------------------------------------------------------------------------
 
@@ -331,7 +331,7 @@ class SegmentWriter:
         path = directory / (name or segment_name(self.host, start))
         try:
             ensure_dir(directory, within=self._root)
-            self._root = self._root or _existing(self.data_dir)
+            self._root = self._root or existing_dir(self.data_dir)
             size = write_atomic(path, table, write_options(table, codec=SEGMENT_CODEC), self._open)
             if self._commit is not None:
                 self._commit.add(path)
@@ -451,8 +451,3 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
             cols[name] = t.column(name).cast(pa.float64())
         unified.append(pa.table(cols))
     return pa.concat_tables(unified, promote_options="permissive")
-
-
-def _existing(data_dir: StorePath) -> Path | None:
-    """`data_dir` when it is a local directory that exists, else None."""
-    return data_dir if isinstance(data_dir, Path) and data_dir.is_dir() else None
